@@ -1,0 +1,31 @@
+# Atoll's front door. `make demo` runs the main job, `make test` everything CI checks.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+CARGO ?= cargo
+
+.PHONY: help demo test lint unit tools env-up env-down build
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+build: ## Build the atoll binary
+	$(CARGO) build --locked -p atoll
+
+demo: build ## The main job: bring up a local ClusterSet and show Atoll working in it
+	hack/demo.sh
+
+test: ## fmt check, clippy -D warnings, unit + integration tests (brings the local ClusterSet up and down)
+	hack/test.sh
+
+lint: ## fmt check and clippy only
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+tools: ## Build (once, cached in ~/.cache/atoll) kube-apiserver, etcd, kwok, CoreDNS
+	hack/build-tools.sh
+
+env-up: tools build ## Start the local ClusterSet (3 kwok clusters on 127.0.0.1)
+	hack/env-up.sh
+
+env-down: ## Stop exactly what env-up started
+	hack/env-down.sh

@@ -1,0 +1,222 @@
+//! The CustomResourceDefinitions Atoll installs, built from the Rust types.
+//!
+//! The MCS and ClusterProperty CRDs must stay schema-compatible with upstream (mcs-api and
+//! about-api); `tests/crd_compat.rs` compares them with the reference copies.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresourceStatus,
+    CustomResourceSubresources, CustomResourceValidation, JSONSchemaProps,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde_json::{Value, json};
+
+use crate::about::{self, ClusterPropertySpec, ClusterPropertyStatus};
+use crate::labels;
+use crate::multicluster::{
+    self, ServiceExportSpec, ServiceExportStatus, ServiceImportSpec, ServiceImportStatus,
+};
+use crate::schema::structural_schema;
+
+/// A generated schema did not fit the apiextensions types (a bug in this crate, not bad input).
+#[derive(Debug)]
+pub struct CrdError {
+    crd: String,
+    source: serde_json::Error,
+}
+
+impl std::fmt::Display for CrdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "building the schema of CRD {}: {}",
+            self.crd, self.source
+        )
+    }
+}
+
+impl std::error::Error for CrdError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Every CRD Atoll needs in a member cluster, in apply order.
+pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
+    Ok(vec![
+        service_export()?,
+        service_import()?,
+        cluster_property()?,
+    ])
+}
+
+/// `serviceexports.multicluster.x-k8s.io`, v1alpha1 and v1beta1 (storage).
+pub fn service_export() -> Result<CustomResourceDefinition, CrdError> {
+    CrdBuilder {
+        group: multicluster::GROUP,
+        kind: "ServiceExport",
+        plural: "serviceexports",
+        namespaced: true,
+        short_names: &["svcex", "svcexport"],
+        categories: &[],
+        list_kind: None,
+        labels: mcs_labels(),
+        columns: vec![age_column("Age")],
+        schema: object_schema::<ServiceExportSpec, ServiceExportStatus>(),
+    }
+    .build()
+}
+
+/// `serviceimports.multicluster.x-k8s.io`, v1alpha1 and v1beta1 (storage).
+pub fn service_import() -> Result<CustomResourceDefinition, CrdError> {
+    CrdBuilder {
+        group: multicluster::GROUP,
+        kind: "ServiceImport",
+        plural: "serviceimports",
+        namespaced: true,
+        short_names: &["svcim", "svcimport"],
+        categories: &[],
+        list_kind: None,
+        labels: mcs_labels(),
+        columns: vec![
+            column("Type", "string", ".spec.type"),
+            column("IP", "string", ".spec.ips"),
+            age_column("Age"),
+        ],
+        schema: object_schema::<ServiceImportSpec, ServiceImportStatus>(),
+    }
+    .build()
+}
+
+/// `clusterproperties.about.k8s.io`, cluster-scoped, v1alpha1 and v1beta1 (storage).
+pub fn cluster_property() -> Result<CustomResourceDefinition, CrdError> {
+    CrdBuilder {
+        group: about::GROUP,
+        kind: "ClusterProperty",
+        plural: "clusterproperties",
+        namespaced: false,
+        short_names: &[],
+        categories: &["multicluster"],
+        list_kind: Some("ClusterPropertyList"),
+        labels: BTreeMap::new(),
+        columns: vec![column("value", "string", ".spec.value"), age_column("age")],
+        schema: object_schema::<ClusterPropertySpec, ClusterPropertyStatus>(),
+    }
+    .build()
+}
+
+fn mcs_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            labels::MCS_RELEASE_VERSION.to_owned(),
+            labels::MCS_RELEASE.to_owned(),
+        ),
+        (
+            labels::MCS_CRD_SCHEMA_REVISION.to_owned(),
+            labels::MCS_SCHEMA_REVISION.to_owned(),
+        ),
+    ])
+}
+
+fn column(name: &str, type_: &str, json_path: &str) -> CustomResourceColumnDefinition {
+    CustomResourceColumnDefinition {
+        name: name.to_owned(),
+        type_: type_.to_owned(),
+        json_path: json_path.to_owned(),
+        ..Default::default()
+    }
+}
+
+fn age_column(name: &str) -> CustomResourceColumnDefinition {
+    column(name, "date", ".metadata.creationTimestamp")
+}
+
+/// The root schema of an object with an optional spec and an optional status.
+fn object_schema<Spec: JsonSchema, Status: JsonSchema>() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "apiVersion": { "type": "string", "description": "APIVersion defines the versioned schema of this representation of an object." },
+            "kind": { "type": "string", "description": "Kind is a string value representing the REST resource this object represents." },
+            "metadata": { "type": "object" },
+            "spec": structural_schema::<Spec>(),
+            "status": structural_schema::<Status>(),
+        },
+    })
+}
+
+/// The parts in which Atoll's CRDs differ; everything else (two versions with one schema,
+/// v1beta1 as storage, a status subresource, no conversion webhook) is common.
+struct CrdBuilder {
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    list_kind: Option<&'static str>,
+    labels: BTreeMap<String, String>,
+    columns: Vec<CustomResourceColumnDefinition>,
+    schema: Value,
+}
+
+impl CrdBuilder {
+    fn build(self) -> Result<CustomResourceDefinition, CrdError> {
+        let name = format!("{}.{}", self.plural, self.group);
+        let schema: JSONSchemaProps =
+            serde_json::from_value(self.schema).map_err(|source| CrdError {
+                crd: name.clone(),
+                source,
+            })?;
+        let strings = |items: &[&str]| -> Option<Vec<String>> {
+            (!items.is_empty()).then(|| items.iter().map(|s| (*s).to_owned()).collect())
+        };
+        let version = |name: &str, storage: bool| CustomResourceDefinitionVersion {
+            name: name.to_owned(),
+            served: true,
+            storage,
+            schema: Some(CustomResourceValidation {
+                open_api_v3_schema: Some(schema.clone()),
+            }),
+            subresources: Some(CustomResourceSubresources {
+                status: Some(CustomResourceSubresourceStatus(serde_json::Value::Object(
+                    Default::default(),
+                ))),
+                scale: None,
+            }),
+            additional_printer_columns: Some(self.columns.clone()),
+            ..Default::default()
+        };
+        Ok(CustomResourceDefinition {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: (!self.labels.is_empty()).then_some(self.labels.clone()),
+                ..Default::default()
+            },
+            spec: CustomResourceDefinitionSpec {
+                group: self.group.to_owned(),
+                names: CustomResourceDefinitionNames {
+                    kind: self.kind.to_owned(),
+                    plural: self.plural.to_owned(),
+                    singular: Some(self.kind.to_lowercase()),
+                    short_names: strings(self.short_names),
+                    categories: strings(self.categories),
+                    list_kind: self.list_kind.map(str::to_owned),
+                },
+                scope: if self.namespaced {
+                    "Namespaced"
+                } else {
+                    "Cluster"
+                }
+                .to_owned(),
+                versions: vec![version("v1alpha1", false), version("v1beta1", true)],
+                conversion: None,
+                preserve_unknown_fields: None,
+            },
+            status: None,
+        })
+    }
+}

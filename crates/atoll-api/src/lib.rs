@@ -1,0 +1,21 @@
+//! Kubernetes API types for Atoll.
+//!
+//! * [`multicluster`]: the MCS API (`multicluster.x-k8s.io` ServiceExport and ServiceImport), in
+//!   the two served versions [`v1alpha1`] and [`v1beta1`]. Their schemas are identical upstream, so
+//!   both versions share one set of spec/status types and differ only in `apiVersion`.
+//! * [`about`]: KEP-2149 `about.k8s.io` ClusterProperty, which carries the cluster id.
+//! * [`labels`]: well-known labels and annotations.
+//! * [`crd`]: the CustomResourceDefinitions `atoll crds` prints, schema-compatible with upstream.
+//!
+//! This crate has no Kubernetes client and no async runtime: it is data only.
+
+pub mod about;
+pub mod condition;
+pub mod crd;
+pub mod labels;
+pub mod multicluster;
+mod resource;
+mod schema;
+
+pub use condition::{Condition, ConditionStatus};
+pub use multicluster::{v1alpha1, v1beta1};

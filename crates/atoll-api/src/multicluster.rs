@@ -1,0 +1,217 @@
+//! MCS API group `multicluster.x-k8s.io`: ServiceExport and ServiceImport.
+//!
+//! Field names and omission rules follow the upstream Go types (`sigs.k8s.io/mcs-api`
+//! `pkg/apis/v1beta1`), so objects round-trip unchanged: `spec.ports` and `spec.type` are always
+//! written, `omitempty` fields are skipped when empty, unknown fields are ignored on input.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
+
+/// API group of ServiceExport and ServiceImport.
+pub const GROUP: &str = "multicluster.x-k8s.io";
+
+/// ServiceExport condition types and reasons (mcs-spec.md §1.4).
+pub mod export_condition {
+    pub const VALID: &str = "Valid";
+    pub const READY: &str = "Ready";
+    pub const CONFLICT: &str = "Conflict";
+
+    /// `Valid=True`.
+    pub const REASON_VALID: &str = "Valid";
+    /// `Valid=False`: no Service with the export's namespace and name.
+    pub const REASON_NO_SERVICE: &str = "NoService";
+    /// `Valid=False`: the Service's type cannot be exported (ExternalName).
+    pub const REASON_INVALID_SERVICE_TYPE: &str = "InvalidServiceType";
+    /// `Ready=True` in a push model: the export reached the shared control plane.
+    pub const REASON_EXPORTED: &str = "Exported";
+    /// `Ready=True` in a pull model.
+    pub const REASON_READY: &str = "Ready";
+    pub const REASON_PENDING: &str = "Pending";
+    pub const REASON_FAILED: &str = "Failed";
+
+    pub const REASON_NO_CONFLICTS: &str = "NoConflicts";
+    pub const REASON_PORT_CONFLICT: &str = "PortConflict";
+    pub const REASON_TYPE_CONFLICT: &str = "TypeConflict";
+    pub const REASON_SESSION_AFFINITY_CONFLICT: &str = "SessionAffinityConflict";
+    pub const REASON_SESSION_AFFINITY_CONFIG_CONFLICT: &str = "SessionAffinityConfigConflict";
+    pub const REASON_LABELS_CONFLICT: &str = "LabelsConflict";
+    pub const REASON_ANNOTATIONS_CONFLICT: &str = "AnnotationsConflict";
+    pub const REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT: &str = "InternalTrafficPolicyConflict";
+    pub const REASON_TRAFFIC_DISTRIBUTION_CONFLICT: &str = "TrafficDistributionConflict";
+    pub const REASON_IP_FAMILY_CONFLICT: &str = "IPFamilyConflict";
+}
+
+/// ServiceImport condition types and reasons (mcs-spec.md §1.4).
+pub mod import_condition {
+    pub const READY: &str = "Ready";
+    pub const REASON_READY: &str = "Ready";
+    pub const REASON_PENDING: &str = "Pending";
+    pub const REASON_IP_FAMILY_NOT_SUPPORTED: &str = "IPFamilyNotSupported";
+}
+
+/// Spec of a ServiceExport. Upstream allows the whole spec to be absent; an empty spec and an
+/// absent one mean the same.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceExportSpec {
+    /// Labels to put on the ServiceImport (never taken from the Service's own metadata).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub exported_labels: BTreeMap<String, String>,
+    /// Annotations to put on the ServiceImport.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub exported_annotations: BTreeMap<String, String>,
+}
+
+/// Status of a ServiceExport.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceExportStatus {
+    /// Valid, Ready and Conflict conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// How a ServiceImport is reached: `ClusterSetIP` (a virtual IP in `spec.ips`, load-balanced
+/// over all exporting clusters' endpoints) or `Headless` (clients resolve endpoints through DNS).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum ServiceImportType {
+    // Plain comments, not doc comments: documented variants would turn the schema's `enum`
+    // into a `oneOf`, which upstream does not have.
+    // A virtual IP in `spec.ips`, load-balanced over all exporting clusters' endpoints.
+    ClusterSetIP,
+    // No virtual IP: clients resolve the endpoints through DNS.
+    Headless,
+}
+
+/// A port of a ServiceImport: the external properties of a Service port (no target port).
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ServicePort {
+    /// DNS_LABEL name; optional only when the import has a single port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// TCP, UDP or SCTP; absent means TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// Application protocol (IANA name or a prefixed name such as kubernetes.io/h2c).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_protocol: Option<String>,
+    /// Port number exposed by the service.
+    pub port: i32,
+}
+
+/// ClientIP session affinity settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientIpConfig {
+    /// Sticky session time in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i32>,
+}
+
+/// Session affinity settings of a ServiceImport (same shape as the core Service's).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionAffinityConfig {
+    /// Settings for ClientIP affinity.
+    #[serde(rename = "clientIP", default, skip_serializing_if = "Option::is_none")]
+    pub client_ip: Option<ClientIpConfig>,
+}
+
+/// Spec of a ServiceImport: the merged view of every exporting cluster's Service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceImportSpec {
+    /// Union of the constituent Services' ports. Always serialized, even when empty.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub ports: Vec<ServicePort>,
+    /// The clusterset VIP(s) for ClusterSetIP imports; empty for Headless.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 2))]
+    pub ips: Vec<String>,
+    /// ClusterSetIP or Headless.
+    #[serde(rename = "type")]
+    pub type_: ServiceImportType,
+    /// `None` or `ClientIP`; ignored for Headless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_affinity: Option<String>,
+    /// Session affinity settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_affinity_config: Option<SessionAffinityConfig>,
+    /// IP families (`IPv4`, `IPv6`) of the import; `ips[i]` has family `ipFamilies[i]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 2))]
+    pub ip_families: Vec<String>,
+    /// `Cluster` or `Local`, as on the exported Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal_traffic_policy: Option<String>,
+    /// Traffic distribution preference, as on the exported Service (e.g. `PreferClose`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_distribution: Option<String>,
+}
+
+impl ServiceImportSpec {
+    /// An empty spec of the given type: no ports, no IPs, nothing else set.
+    pub fn new(type_: ServiceImportType) -> Self {
+        Self {
+            ports: Vec::new(),
+            ips: Vec::new(),
+            type_,
+            session_affinity: None,
+            session_affinity_config: None,
+            ip_families: Vec::new(),
+            internal_traffic_policy: None,
+            traffic_distribution: None,
+        }
+    }
+}
+
+/// One cluster an import was derived from.
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub struct ClusterStatus {
+    /// Cluster id of the exporting cluster (an RFC-1123 DNS label).
+    pub cluster: String,
+}
+
+/// Status of a ServiceImport.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceImportStatus {
+    /// The exporting clusters this import was derived from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["cluster"]))]
+    pub clusters: Vec<ClusterStatus>,
+    /// The Ready condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+crate::resource::versioned_objects! {
+    group: GROUP,
+    /// Declares that the Service with the same namespace and name is exported to the ClusterSet.
+    ServiceExport {
+        plural: "serviceexports",
+        scope: Namespaced,
+        spec: ServiceExportSpec,
+        status: ServiceExportStatus,
+    }
+    /// A service imported from one or more clusters of the ClusterSet.
+    ServiceImport {
+        plural: "serviceimports",
+        scope: Namespaced,
+        spec: ServiceImportSpec,
+        status: ServiceImportStatus,
+    }
+}

@@ -1,0 +1,124 @@
+//! Cluster ids.
+//!
+//! KEP-2149 allows any RFC-1123 subdomain, but the id becomes a label value
+//! (`multicluster.kubernetes.io/source-cluster`, ≤ 63 characters) and exactly one DNS label in
+//! `<hostname>.<clusterid>.<svc>.<ns>.svc.clusterset.local`; a dotted id could never be resolved
+//! (mcs-spec.md trap 20). Atoll therefore requires a single lowercase RFC-1123 label.
+
+use std::fmt;
+
+/// Why a string is not a usable cluster id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterIdError {
+    #[error("cluster id is empty")]
+    Empty,
+    #[error("cluster id {0:?} is longer than 63 characters")]
+    TooLong(String),
+    #[error(
+        "cluster id {0:?} is not a lowercase RFC-1123 label: use only a-z, 0-9 and '-', starting and ending with a letter or digit (dots are not allowed: the id is one DNS label)"
+    )]
+    Invalid(String),
+}
+
+/// A cluster id: one lowercase RFC-1123 DNS label of at most 63 characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterId(String);
+
+impl ClusterId {
+    /// Longest allowed id (a label value and a DNS label both stop at 63).
+    pub const MAX_LEN: usize = 63;
+
+    /// Validates `id`.
+    pub fn new(id: &str) -> Result<Self, ClusterIdError> {
+        if id.is_empty() {
+            return Err(ClusterIdError::Empty);
+        }
+        if id.len() > Self::MAX_LEN {
+            return Err(ClusterIdError::TooLong(id.to_owned()));
+        }
+        if !is_dns_label(id) {
+            return Err(ClusterIdError::Invalid(id.to_owned()));
+        }
+        Ok(Self(id.to_owned()))
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<&str> for ClusterId {
+    type Error = ClusterIdError;
+    fn try_from(id: &str) -> Result<Self, Self::Error> {
+        Self::new(id)
+    }
+}
+
+/// Whether `s` is a lowercase RFC-1123 label (length is checked by the caller).
+pub fn is_dns_label(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            alnum(first) && alnum(last) && bytes.iter().all(|b| alnum(b) || *b == b'-')
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn accepts_labels() {
+        for ok in ["a", "c1", "east-1", "0abc", &"x".repeat(63)] {
+            assert_eq!(
+                ClusterId::new(ok).map(|id| id.to_string()),
+                Ok(ok.to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_non_labels_with_the_reason() {
+        assert_eq!(ClusterId::new(""), Err(ClusterIdError::Empty));
+        assert!(matches!(
+            ClusterId::new(&"x".repeat(64)),
+            Err(ClusterIdError::TooLong(_))
+        ));
+        for bad in ["-a", "a-", "East", "a.b", "a_b", "a b", "ä"] {
+            assert!(
+                matches!(ClusterId::new(bad), Err(ClusterIdError::Invalid(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn valid_ids_match_the_rfc1123_label_regex(s in "\\PC{0,70}") {
+            let by_regex = s.len() <= 63
+                && regex_like_label(&s);
+            prop_assert_eq!(ClusterId::new(&s).is_ok(), by_regex);
+        }
+    }
+
+    /// Independent statement of `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`.
+    fn regex_like_label(s: &str) -> bool {
+        let chars: Vec<char> = s.chars().collect();
+        let inner = |c: &char| c.is_ascii_lowercase() || c.is_ascii_digit();
+        !chars.is_empty()
+            && inner(&chars[0])
+            && inner(&chars[chars.len() - 1])
+            && chars.iter().all(|c| inner(c) || *c == '-')
+    }
+}

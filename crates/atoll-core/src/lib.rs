@@ -1,0 +1,9 @@
+//! Pure MCS logic for Atoll: no Kubernetes client, no async runtime, no I/O.
+//!
+//! * [`cluster_id`]: validated cluster ids (KEP-2149, with Atoll's stricter single-label rule).
+//! * [`derived`]: names of the derived Services that carry a ClusterSetIP import's VIP.
+
+pub mod cluster_id;
+pub mod derived;
+
+pub use cluster_id::{ClusterId, ClusterIdError};

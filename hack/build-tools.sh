@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds, once per version, the real Kubernetes control plane and its helpers from the Go module
+# proxy into ~/.cache/atoll/<tool>-<version>/bin: kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl (k8s.io/kubernetes through the wrapper module in hack/go/k8s, which
+# replaces every staging module with the matching v0.x.y), etcd (3.6, never Debian's 3.4), kwok,
+# kwokctl and CoreDNS. A tool whose binaries exist and report the right version is skipped, so a
+# warm machine spends seconds here. Usage: hack/build-tools.sh [k8s|etcd|kwok|coredns ...]
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+export CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+build_k8s() {
+  if [ -x "$K8S_BIN/kubectl" ] && "$K8S_BIN/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION"; then
+    return 0
+  fi
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local ld="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
+  done
+  log "building Kubernetes $K8S_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"
+  mkdir -p "$K8S_BIN"
+  (cd "$HACK_DIR/go/k8s" && go build -trimpath -tags notest -ldflags "$ld" -o "$K8S_BIN/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_etcd() {
+  if "$ETCD_BIN/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}$"; then
+    return 0
+  fi
+  log "building etcd $ETCD_VERSION"
+  mkdir -p "$ETCD_BIN"
+  (cd "$HACK_DIR/go/etcd" && go build -trimpath -ldflags "-s -w" -o "$ETCD_BIN/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kwok() {
+  if "$KWOK_BIN/kwokctl" --version 2>/dev/null | grep -q "${KWOK_VERSION#v}" && [ -x "$KWOK_BIN/kwok" ]; then
+    return 0
+  fi
+  log "building kwok and kwokctl $KWOK_VERSION"
+  GOBIN="$KWOK_BIN" go install -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
+    "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+}
+
+build_coredns() {
+  if "$COREDNS_BIN/coredns" -version 2>/dev/null | grep -q "CoreDNS-${COREDNS_VERSION#v}"; then
+    return 0
+  fi
+  log "building CoreDNS $COREDNS_VERSION"
+  GOBIN="$COREDNS_BIN" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+}
+
+command -v go >/dev/null || die "go is not installed"
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=(k8s etcd kwok coredns)
+for tool in "${tools[@]}"; do
+  start=$SECONDS
+  "build_$tool"
+  log "$tool ready ($((SECONDS - start)) s)"
+done
