@@ -15,3 +15,11 @@ export PATH="$K8S_BIN:$ETCD_BIN:$KWOK_BIN:$COREDNS_BIN:$PATH"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# Pids of every process of the running local ClusterSet, one per line (from kwokctl's pid files).
+env_pids() {
+  local f
+  for f in "$ATOLL_ENV_DIR"/kwok/clusters/*/pids/*.pid; do
+    [ -f "$f" ] && { cat "$f"; echo; }
+  done
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Everything CI checks, in order: formatting, clippy with warnings as errors, then every cargo
-# test. Each step's own output is shown; the script stops at the first failing step.
+# Everything CI checks, in order: formatting, clippy with warnings as errors, unit and property
+# tests, then the end-to-end tests against a local ClusterSet of real kube-apiservers, which this
+# script brings up (building the control plane once, cached) and always tears down again.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_DIR"
@@ -9,5 +10,14 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy --all-targets -D warnings"
 cargo clippy --locked --all-targets -- -D warnings
-log "cargo test (unit, property and API-shape tests)"
-cargo test --locked --workspace
+log "unit, property and API-shape tests"
+cargo test --locked --workspace --exclude atoll-e2e
+
+log "end-to-end tests on the local ClusterSet"
+cargo build --locked -p atoll
+# Stop a ClusterSet a previous run may have left, so the tests start from a known state, and
+# stop ours whatever happens next.
+"$HACK_DIR/env-down.sh"
+trap '"$HACK_DIR/env-down.sh"' EXIT
+"$HACK_DIR/env-up.sh"
+ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig cargo test --locked -p atoll-e2e

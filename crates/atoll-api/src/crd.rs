@@ -64,6 +64,7 @@ pub fn service_export() -> Result<CustomResourceDefinition, CrdError> {
         categories: &[],
         list_kind: None,
         labels: mcs_labels(),
+        annotations: BTreeMap::new(),
         columns: vec![age_column("Age")],
         schema: object_schema::<ServiceExportSpec, ServiceExportStatus>(),
     }
@@ -81,6 +82,7 @@ pub fn service_import() -> Result<CustomResourceDefinition, CrdError> {
         categories: &[],
         list_kind: None,
         labels: mcs_labels(),
+        annotations: BTreeMap::new(),
         columns: vec![
             column("Type", "string", ".spec.type"),
             column("IP", "string", ".spec.ips"),
@@ -102,6 +104,12 @@ pub fn cluster_property() -> Result<CustomResourceDefinition, CrdError> {
         categories: &["multicluster"],
         list_kind: Some("ClusterPropertyList"),
         labels: BTreeMap::new(),
+        // `*.k8s.io` groups are protected: the apiserver refuses their CRDs without a pointer to
+        // the approved API (KEP-2149 defines ClusterProperty).
+        annotations: BTreeMap::from([(
+            "api-approved.kubernetes.io".to_owned(),
+            "https://github.com/kubernetes/enhancements/tree/master/keps/sig-multicluster/2149-clusterid".to_owned(),
+        )]),
         columns: vec![column("value", "string", ".spec.value"), age_column("age")],
         schema: object_schema::<ClusterPropertySpec, ClusterPropertyStatus>(),
     }
@@ -159,6 +167,7 @@ struct CrdBuilder {
     categories: &'static [&'static str],
     list_kind: Option<&'static str>,
     labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
     columns: Vec<CustomResourceColumnDefinition>,
     schema: Value,
 }
@@ -193,7 +202,8 @@ impl CrdBuilder {
         Ok(CustomResourceDefinition {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                labels: (!self.labels.is_empty()).then_some(self.labels.clone()),
+                labels: (!self.labels.is_empty()).then_some(self.labels),
+                annotations: (!self.annotations.is_empty()).then_some(self.annotations),
                 ..Default::default()
             },
             spec: CustomResourceDefinitionSpec {

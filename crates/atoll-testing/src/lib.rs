@@ -1,0 +1,177 @@
+//! Test support for integration and end-to-end tests against the local ClusterSet
+//! (`make env-up`): one client per member cluster, a fresh namespace per test in every cluster,
+//! and waits that report what they last saw when they time out.
+//!
+//! The ClusterSet is found through `ATOLL_KUBECONFIG` (default `~/.cache/atoll/env/kubeconfig`)
+//! and `ATOLL_CONTEXTS` (default `kwok-c1,kwok-c2,kwok-c3`).
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+/// One member cluster of the local ClusterSet.
+#[derive(Clone)]
+pub struct Member {
+    /// The kubeconfig context, e.g. `kwok-c1`.
+    pub context: String,
+    /// A client for it.
+    pub client: Client,
+}
+
+impl Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member")
+            .field("context", &self.context)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The local ClusterSet: its kubeconfig and one [`Member`] per context.
+#[derive(Debug, Clone)]
+pub struct ClusterSet {
+    /// Path of the kubeconfig holding every context.
+    pub kubeconfig: PathBuf,
+    /// Members in context order; the first is the hub.
+    pub members: Vec<Member>,
+}
+
+/// Installs the ring crypto provider once; kube's rustls client needs one.
+pub fn install_crypto_provider() {
+    // A second install returns Err, which only means it is already there.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+impl ClusterSet {
+    /// Connects to every member named by the environment, failing with instructions when the
+    /// ClusterSet is not running.
+    pub async fn from_env() -> anyhow::Result<Self> {
+        install_crypto_provider();
+        let kubeconfig = match std::env::var_os("ATOLL_KUBECONFIG") {
+            Some(path) => PathBuf::from(path),
+            None => {
+                let home = std::env::var_os("HOME").context("HOME is not set")?;
+                PathBuf::from(home).join(".cache/atoll/env/kubeconfig")
+            }
+        };
+        let contexts = std::env::var("ATOLL_CONTEXTS")
+            .unwrap_or_else(|_| "kwok-c1,kwok-c2,kwok-c3".to_owned());
+        let file = Kubeconfig::read_from(&kubeconfig).with_context(|| {
+            format!(
+                "reading {} (is the local ClusterSet up? run `make env-up`)",
+                kubeconfig.display()
+            )
+        })?;
+        let mut members = Vec::new();
+        for context in contexts.split(',').filter(|c| !c.is_empty()) {
+            let options = KubeConfigOptions {
+                context: Some(context.to_owned()),
+                ..Default::default()
+            };
+            let config = Config::from_custom_kubeconfig(file.clone(), &options)
+                .await
+                .with_context(|| format!("context {context} in {}", kubeconfig.display()))?;
+            let client =
+                Client::try_from(config).with_context(|| format!("client for {context}"))?;
+            client.apiserver_version().await.with_context(|| {
+                format!("apiserver of {context} does not answer (run `make env-up`)")
+            })?;
+            members.push(Member {
+                context: context.to_owned(),
+                client,
+            });
+        }
+        if members.is_empty() {
+            bail!("ATOLL_CONTEXTS names no context");
+        }
+        Ok(Self {
+            kubeconfig,
+            members,
+        })
+    }
+
+    /// Creates a namespace with a fresh name starting with `prefix` in every member.
+    pub async fn namespace(&self, prefix: &str) -> anyhow::Result<TestNamespace> {
+        let name = format!("{prefix}-{:08x}", rand::random::<u32>());
+        for member in &self.members {
+            let ns = Namespace {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            Api::<Namespace>::all(member.client.clone())
+                .create(&PostParams::default(), &ns)
+                .await
+                .with_context(|| format!("creating namespace {name} in {}", member.context))?;
+        }
+        Ok(TestNamespace {
+            name,
+            members: self.members.clone(),
+        })
+    }
+}
+
+/// A namespace that exists in every member for the length of one test.
+#[derive(Debug)]
+pub struct TestNamespace {
+    /// Its name, the same in every member.
+    pub name: String,
+    members: Vec<Member>,
+}
+
+impl TestNamespace {
+    /// Deletes the namespace everywhere (without waiting for finalization).
+    pub async fn cleanup(self) -> anyhow::Result<()> {
+        for member in &self.members {
+            match Api::<Namespace>::all(member.client.clone())
+                .delete(&self.name, &DeleteParams::background())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("deleting {} in {}", self.name, member.context));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Polls `probe` every 100 ms until it returns `Ok(Some(value))` or `timeout` passes. On
+/// timeout the error names `what` and shows the last observation the probe reported.
+pub async fn wait_for<T, O, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut probe: F,
+) -> anyhow::Result<T>
+where
+    O: Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Result<T, O>>>,
+{
+    let start = Instant::now();
+    loop {
+        let last = match probe().await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(observed)) => format!("{observed:?}"),
+            Err(e) => format!("error: {e:#}"),
+        };
+        if start.elapsed() >= timeout {
+            bail!(
+                "timed out after {:.1} s waiting for {what}; last seen: {last}",
+                timeout.as_secs_f64()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The main job: brings up the local ClusterSet (3 clusters of real control planes on 127.0.0.1),
+# installs Atoll's CRDs, and shows a Service with its ServiceExport and real EndpointSlices in
+# cluster c2. The ClusterSet stays up for you to explore; `make env-down` stops it.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+"$HACK_DIR/env-up.sh"
+export KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig
+k2=(kubectl --context kwok-c2)
+
+log "creating namespace demo, a 2-replica Deployment 'hello' on c2's kwok node, and its Service"
+for ctx in kwok-c1 kwok-c2 kwok-c3; do
+  kubectl --context "$ctx" create namespace demo --dry-run=client -o yaml | kubectl --context "$ctx" apply --server-side --field-manager=atoll-demo -f - >/dev/null
+done
+"${k2[@]}" -n demo apply --server-side --field-manager=atoll-demo -f - >/dev/null <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hello}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: hello}}
+  template:
+    metadata: {labels: {app: hello}}
+    spec: {containers: [{name: hello, image: hello}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hello}
+spec:
+  selector: {app: hello}
+  ports: [{name: tcp, port: 42, protocol: TCP}]
+---
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata: {name: hello}
+YAML
+"${k2[@]}" -n demo rollout status deployment/hello --timeout=60s >/dev/null
+echo
+echo "== c2: the exported Service, its ServiceExport and the EndpointSlice the real controller wrote"
+"${k2[@]}" -n demo get service,serviceexport hello
+"${k2[@]}" -n demo get endpointslices -l kubernetes.io/service-name=hello
+echo
+echo "The agent that turns this export into ServiceImports in c1, c2 and c3 is not built yet (issue 4)."
+echo "Explore: export KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig; stop: make env-down"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Stops exactly what env-up started: each cluster's processes by the pids kwokctl recorded in
+# our own work directory (never by process name), then removes the clusters' state. The binary
+# cache stays.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+export KWOK_WORKDIR=$ATOLL_ENV_DIR/kwok
+KUBECONFIG_FILE=$ATOLL_ENV_DIR/kubeconfig
+
+[ -d "$KWOK_WORKDIR/clusters" ] || { log "no local ClusterSet to stop"; exit 0; }
+for dir in "$KWOK_WORKDIR"/clusters/*/; do
+  name=$(basename "$dir")
+  pids=()
+  for f in "$dir"/pids/*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
+  kwokctl delete cluster --kubeconfig "$KUBECONFIG_FILE" --name "$name" >/dev/null 2>&1 || true
+  # kwokctl signals the processes; give them 10 s to exit before we insist.
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "pid $pid of $name survived kwokctl delete: killing it"
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
+  rm -rf "$dir"
+  log "$name stopped"
+done

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Brings up the local ClusterSet: N kwok clusters (default 3: c1 c2 c3) of real kube-apiserver,
+# etcd, kube-controller-manager and kube-scheduler processes, created one after another, every
+# listener on 127.0.0.1, distinct pod and service ranges per cluster, one fake node each, and
+# Atoll's CRDs installed. c1 doubles as the hub. Contexts kwok-c1..kwok-cN go to one kubeconfig
+# file, printed at the end. Re-running is a no-op; a failed run tears down what it started.
+# Pod and service IPs of these clusters are data only: nothing may send packets to them.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+CLUSTERS=${ATOLL_CLUSTERS:-3}
+KUBECONFIG_FILE=$ATOLL_ENV_DIR/kubeconfig
+export KWOK_WORKDIR=$ATOLL_ENV_DIR/kwok
+ATOLL=${ATOLL:-$REPO_DIR/target/debug/atoll}
+[ -x "$ATOLL" ] || die "$ATOLL is missing: run 'cargo build -p atoll' (make env-up does)"
+"$HACK_DIR/build-tools.sh" k8s etcd kwok
+
+cluster_ready() {
+  kubectl --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$1" get --raw /readyz >/dev/null 2>&1
+}
+
+write_config() { # name index -> kwokctl config file path
+  local name=$1 i=$2 file=$ATOLL_ENV_DIR/$1.kwokctl.yaml
+  cat >"$file" <<YAML
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  runtime: binary
+  bindAddress: 127.0.0.1
+  kubeVersion: $K8S_VERSION
+  etcdVersion: ${ETCD_VERSION#v}
+  kubeApiserverBinary: $K8S_BIN/kube-apiserver
+  kubeControllerManagerBinary: $K8S_BIN/kube-controller-manager
+  kubeSchedulerBinary: $K8S_BIN/kube-scheduler
+  kubectlBinary: $K8S_BIN/kubectl
+  kwokControllerBinary: $KWOK_BIN/kwok
+  etcdBinary: $ETCD_BIN/etcd
+  disableQPSLimits: true
+  quietPull: true
+componentsPatches:
+- name: kube-apiserver
+  extraArgs:
+  - key: advertise-address
+    value: 127.0.0.1
+  - key: service-cluster-ip-range
+    value: 10.$((100 + i)).0.0/16
+YAML
+  echo "$file"
+}
+
+# One fake node per cluster, managed by kwok-controller (it fills in status and heartbeats).
+# The pod range is set on the node itself, so kwok hands out pod IPs that differ per cluster.
+add_node() { # name index
+  kubectl --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$1" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: $1-node-0
+  annotations:
+    kwok.x-k8s.io/node: fake
+  labels:
+    kubernetes.io/hostname: $1-node-0
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+    topology.kubernetes.io/zone: $1-zone-a
+spec:
+  podCIDR: 10.$((200 + $2)).0.0/24
+  podCIDRs: [10.$((200 + $2)).0.0/24]
+YAML
+}
+
+created=()
+cleanup_on_failure() {
+  local status=$?
+  if [ $status -ne 0 ] && [ ${#created[@]} -gt 0 ]; then
+    log "env-up failed; tearing down the clusters it created: ${created[*]}"
+    for name in "${created[@]}"; do
+      kwokctl delete cluster --kubeconfig "$KUBECONFIG_FILE" --name "$name" >/dev/null 2>&1 || true
+    done
+  fi
+  exit $status
+}
+trap cleanup_on_failure EXIT
+
+mkdir -p "$ATOLL_ENV_DIR"
+for i in $(seq 1 "$CLUSTERS"); do
+  name=c$i
+  if cluster_ready "$name"; then
+    log "$name is already up"
+    continue
+  fi
+  if [ -d "$KWOK_WORKDIR/clusters/$name" ]; then
+    log "$name exists but is not ready: recreating it"
+    kwokctl delete cluster --kubeconfig "$KUBECONFIG_FILE" --name "$name" >/dev/null 2>&1 || true
+  fi
+  start=$SECONDS
+  log "creating cluster $name"
+  created+=("$name")
+  kwokctl create cluster --kubeconfig "$KUBECONFIG_FILE" --name "$name" \
+    --config "$(write_config "$name" "$i")" --wait 5m >"$ATOLL_ENV_DIR/$name.create.log" 2>&1 \
+    || { tail -20 "$ATOLL_ENV_DIR/$name.create.log" >&2; die "kwokctl create cluster $name failed"; }
+  ctx=(--kubeconfig "$KUBECONFIG_FILE" --context "kwok-$name")
+  add_node "$name" "$i"
+  "$ATOLL" crds | kubectl "${ctx[@]}" apply -f - >/dev/null
+  kubectl "${ctx[@]}" wait --for condition=established --timeout=60s \
+    crd/serviceexports.multicluster.x-k8s.io crd/serviceimports.multicluster.x-k8s.io \
+    crd/clusterproperties.about.k8s.io >/dev/null
+  log "$name ready in $((SECONDS - start)) s"
+done
+trap - EXIT
+
+cat <<MSG
+Local ClusterSet is up: $CLUSTERS clusters, hub = c1.
+  export KUBECONFIG=$KUBECONFIG_FILE
+  contexts: $(seq -s ' ' -f 'kwok-c%g' 1 "$CLUSTERS")
+MSG
