@@ -44,13 +44,21 @@ impl std::error::Error for CrdError {
     }
 }
 
-/// Every CRD Atoll needs in a member cluster, in apply order.
+/// Every CRD Atoll needs, in apply order: the MCS and ClusterProperty CRDs for members and the
+/// ExportedService CRD for the hub (harmless in a member that is not the hub).
 pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     Ok(vec![
         service_export()?,
         service_import()?,
         cluster_property()?,
+        exported_service(),
     ])
+}
+
+/// `exportedservices.hub.atoll.dev`: the hub's record of one member's export.
+pub fn exported_service() -> CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    crate::hub::ExportedService::crd()
 }
 
 /// `serviceexports.multicluster.x-k8s.io`, v1alpha1 and v1beta1 (storage).

@@ -1,9 +1,11 @@
 //! Pure MCS logic for Atoll: no Kubernetes client, no async runtime, no I/O.
 //!
 //! * [`cluster_id`]: validated cluster ids (KEP-2149, with Atoll's stricter single-label rule).
+//! * [`merge`]: export records of one service in, the ServiceImport and Conflict verdict out.
 //! * [`derived`]: names of the derived Services that carry a ClusterSetIP import's VIP.
 
 pub mod cluster_id;
 pub mod derived;
+pub mod merge;
 
 pub use cluster_id::{ClusterId, ClusterIdError};
