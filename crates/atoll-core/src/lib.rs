@@ -2,10 +2,14 @@
 //!
 //! * [`cluster_id`]: validated cluster ids (KEP-2149, with Atoll's stricter single-label rule).
 //! * [`merge`]: export records of one service in, the ServiceImport and Conflict verdict out.
+//! * [`export`]: validity of an export and the records a member publishes on the hub.
+//! * [`import`]: the ServiceImport, derived Service and MCS EndpointSlices an importer writes.
 //! * [`derived`]: names of the derived Services that carry a ClusterSetIP import's VIP.
 
 pub mod cluster_id;
 pub mod derived;
+pub mod export;
+pub mod import;
 pub mod merge;
 
 pub use cluster_id::{ClusterId, ClusterIdError};

@@ -1,0 +1,242 @@
+//! Export side, pure: is a ServiceExport exportable, and what does the member publish for it on
+//! the hub (the ExportedService record and copies of the Service's EndpointSlices).
+
+use std::collections::BTreeMap;
+
+use atoll_api::hub::{self, ExportedService, ExportedServiceSpec};
+use atoll_api::labels;
+use atoll_api::multicluster::{
+    ClientIpConfig, ServiceImportType, ServicePort, SessionAffinityConfig, export_condition,
+};
+use atoll_api::v1beta1::ServiceExport;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+/// Whether an export can be published, with the `Valid` condition's reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Validity {
+    Valid,
+    /// No Service with the export's namespace and name.
+    NoService,
+    /// The Service has a type that cannot be exported (ExternalName).
+    InvalidServiceType(String),
+}
+
+impl Validity {
+    /// Validates the Service an export refers to.
+    pub fn of(service: Option<&Service>) -> Self {
+        let Some(service) = service else {
+            return Self::NoService;
+        };
+        match service.spec.as_ref().and_then(|s| s.type_.as_deref()) {
+            Some("ExternalName") => Self::InvalidServiceType("ExternalName".to_owned()),
+            _ => Self::Valid,
+        }
+    }
+
+    /// `(status, reason, message)` of the `Valid` condition.
+    pub fn condition(&self) -> (bool, &'static str, String) {
+        match self {
+            Self::Valid => (true, export_condition::REASON_VALID, "the Service is exported".to_owned()),
+            Self::NoService => (
+                false,
+                export_condition::REASON_NO_SERVICE,
+                "no Service with this namespace and name exists; create it or delete this ServiceExport".to_owned(),
+            ),
+            Self::InvalidServiceType(t) => (
+                false,
+                export_condition::REASON_INVALID_SERVICE_TYPE,
+                format!("Services of type {t} cannot be exported"),
+            ),
+        }
+    }
+}
+
+/// The hub record for a valid export of `service` from `cluster`.
+pub fn record(cluster: &str, export: &ServiceExport, service: &Service) -> ExportedService {
+    let namespace = export.metadata.namespace.clone().unwrap_or_default();
+    let name = export.metadata.name.clone().unwrap_or_default();
+    let spec = service.spec.clone().unwrap_or_default();
+    let headless = spec.cluster_ip.as_deref() == Some("None");
+    let ports = spec
+        .ports
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| ServicePort {
+            name: p.name.filter(|n| !n.is_empty()),
+            protocol: Some(p.protocol.unwrap_or_else(|| "TCP".to_owned())),
+            app_protocol: p.app_protocol,
+            port: p.port,
+        })
+        .collect();
+    let export_spec = export.spec.clone().unwrap_or_default();
+    let record = ExportedServiceSpec {
+        cluster: cluster.to_owned(),
+        namespace: namespace.clone(),
+        name: name.clone(),
+        export_created: export
+            .metadata
+            .creation_timestamp
+            .clone()
+            .unwrap_or(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+        type_: if headless {
+            ServiceImportType::Headless
+        } else {
+            ServiceImportType::ClusterSetIP
+        },
+        ports,
+        session_affinity: spec.session_affinity,
+        session_affinity_config: spec.session_affinity_config.map(|c| SessionAffinityConfig {
+            client_ip: c.client_ip.map(|ip| ClientIpConfig {
+                timeout_seconds: ip.timeout_seconds,
+            }),
+        }),
+        ip_families: spec.ip_families.unwrap_or_default(),
+        internal_traffic_policy: spec.internal_traffic_policy,
+        traffic_distribution: spec.traffic_distribution,
+        exported_labels: export_spec.exported_labels,
+        exported_annotations: export_spec.exported_annotations,
+    };
+    let mut object = ExportedService::new(&hub::record_name(&namespace, &name), record);
+    object.metadata.namespace = Some(hub::namespace_for(cluster));
+    object.metadata.labels = Some(BTreeMap::from([(
+        hub::LABEL_CLUSTER.to_owned(),
+        cluster.to_owned(),
+    )]));
+    object
+}
+
+/// The hub copy of one of an exported Service's EndpointSlices. Only what importers need is
+/// kept: addresses, conditions, hostname and zone (node names and pod references mean nothing
+/// in another cluster).
+pub fn hub_slice(
+    cluster: &str,
+    namespace: &str,
+    service: &str,
+    slice: &EndpointSlice,
+) -> EndpointSlice {
+    let source_name = slice.metadata.name.clone().unwrap_or_default();
+    EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(hub::record_name(namespace, &source_name)),
+            namespace: Some(hub::namespace_for(cluster)),
+            labels: Some(BTreeMap::from([
+                (hub::LABEL_CLUSTER.to_owned(), cluster.to_owned()),
+                (
+                    hub::LABEL_SERVICE_NAMESPACE.to_owned(),
+                    namespace.to_owned(),
+                ),
+                (hub::LABEL_SERVICE_NAME.to_owned(), service.to_owned()),
+                (
+                    labels::ENDPOINTSLICE_MANAGED_BY.to_owned(),
+                    labels::ATOLL_ENDPOINTSLICE_MANAGER.to_owned(),
+                ),
+            ])),
+            ..Default::default()
+        },
+        address_type: slice.address_type.clone(),
+        endpoints: slice.endpoints.iter().map(portable_endpoint).collect(),
+        ports: slice.ports.clone(),
+    }
+}
+
+/// An endpoint without the fields that only make sense in its own cluster.
+pub fn portable_endpoint(endpoint: &Endpoint) -> Endpoint {
+    Endpoint {
+        addresses: endpoint.addresses.clone(),
+        conditions: endpoint.conditions.clone(),
+        hostname: endpoint.hostname.clone(),
+        zone: endpoint.zone.clone(),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ServicePort as CorePort, ServiceSpec};
+
+    fn mk_service(type_: &str, cluster_ip: &str) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: Some("hello".into()),
+                namespace: Some("demo".into()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some(type_.into()),
+                cluster_ip: Some(cluster_ip.into()),
+                ports: Some(vec![CorePort {
+                    name: Some("tcp".into()),
+                    port: 42,
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                }]),
+                ip_families: Some(vec!["IPv4".into()]),
+                internal_traffic_policy: Some("Cluster".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn mk_export() -> ServiceExport {
+        let mut e = ServiceExport::new("hello", None);
+        e.metadata.namespace = Some("demo".into());
+        e
+    }
+
+    #[test]
+    fn validity_follows_the_service() {
+        assert_eq!(Validity::of(None), Validity::NoService);
+        assert_eq!(
+            Validity::of(Some(&mk_service("ClusterIP", "10.0.0.1"))),
+            Validity::Valid
+        );
+        assert_eq!(
+            Validity::of(Some(&mk_service("NodePort", "10.0.0.1"))),
+            Validity::Valid
+        );
+        let external = Validity::of(Some(&mk_service("ExternalName", "")));
+        assert_eq!(external.condition().1, "InvalidServiceType");
+        assert!(!external.condition().0);
+    }
+
+    #[test]
+    fn record_lives_in_the_members_namespace_and_detects_headless() {
+        let r = record("c2", &mk_export(), &mk_service("ClusterIP", "None"));
+        assert_eq!(r.metadata.namespace.as_deref(), Some("atoll-c2"));
+        assert_eq!(r.metadata.name.as_deref(), Some("demo.hello"));
+        assert_eq!(r.spec.type_, ServiceImportType::Headless);
+        assert_eq!(r.spec.ports[0].name.as_deref(), Some("tcp"));
+        let r = record("c2", &mk_export(), &mk_service("ClusterIP", "10.0.0.1"));
+        assert_eq!(r.spec.type_, ServiceImportType::ClusterSetIP);
+    }
+
+    #[test]
+    fn hub_slice_drops_cluster_local_fields() {
+        let slice = EndpointSlice {
+            metadata: ObjectMeta {
+                name: Some("hello-abcde".into()),
+                ..Default::default()
+            },
+            address_type: "IPv4".into(),
+            endpoints: vec![Endpoint {
+                addresses: vec!["10.202.0.1".into()],
+                node_name: Some("node-1".into()),
+                hostname: Some("web-0".into()),
+                ..Default::default()
+            }],
+            ports: None,
+        };
+        let copy = hub_slice("c2", "demo", "hello", &slice);
+        assert_eq!(copy.metadata.name.as_deref(), Some("demo.hello-abcde"));
+        assert_eq!(copy.endpoints[0].node_name, None);
+        assert_eq!(copy.endpoints[0].hostname.as_deref(), Some("web-0"));
+        assert_eq!(
+            copy.metadata.labels.unwrap()[labels::ENDPOINTSLICE_MANAGED_BY],
+            labels::ATOLL_ENDPOINTSLICE_MANAGER
+        );
+    }
+}

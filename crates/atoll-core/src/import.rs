@@ -1,0 +1,279 @@
+//! Import side, pure: from a merged service and the exporting clusters' endpoint copies, the
+//! objects an importing member holds: the ServiceImport, the derived Service (ClusterSetIP) and
+//! one set of MCS EndpointSlices per source cluster and address family.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use atoll_api::labels;
+use atoll_api::multicluster::{ClusterStatus, ServiceImportStatus, ServiceImportType, ServicePort};
+use atoll_api::v1beta1::ServiceImport;
+use k8s_openapi::api::core::v1::{Service, ServicePort as CorePort, ServiceSpec};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::derived::derived_service_name;
+use crate::merge::MergedService;
+
+/// Label Atoll puts on the ServiceImports and derived Services it owns in a member.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY_VALUE: &str = "atoll";
+/// Most endpoints in one MCS EndpointSlice (the core controller's default is 100 too).
+pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
+
+/// The name a derived Service port gets: the import port's own name, or, when the import has
+/// several ports and this one is unnamed, a generated one (multi-port Services need names;
+/// mcs-spec.md trap 7).
+pub fn derived_port_name(port: &ServicePort, port_count: usize) -> Option<String> {
+    match &port.name {
+        Some(name) => Some(name.clone()),
+        None if port_count <= 1 => None,
+        None => Some(format!(
+            "port-{}-{}",
+            port.port,
+            port.protocol
+                .as_deref()
+                .unwrap_or("TCP")
+                .to_ascii_lowercase()
+        )),
+    }
+}
+
+/// The selector-less Service whose ClusterIPs become the import's `spec.ips` (ClusterSetIP only).
+pub fn derived_service(merged: &MergedService) -> Option<Service> {
+    if merged.spec.type_ != ServiceImportType::ClusterSetIP {
+        return None;
+    }
+    let count = merged.spec.ports.len();
+    let ports = merged
+        .spec
+        .ports
+        .iter()
+        .map(|p| CorePort {
+            name: derived_port_name(p, count),
+            protocol: p.protocol.clone(),
+            app_protocol: p.app_protocol.clone(),
+            port: p.port,
+            target_port: Some(IntOrString::Int(p.port)),
+            ..Default::default()
+        })
+        .collect();
+    let families = &merged.spec.ip_families;
+    Some(Service {
+        metadata: ObjectMeta {
+            name: Some(derived_service_name(&merged.namespace, &merged.name)),
+            namespace: Some(merged.namespace.clone()),
+            labels: Some(owned_labels([(labels::SERVICE_NAME, merged.name.as_str())])),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".to_owned()),
+            ports: Some(ports),
+            session_affinity: merged.spec.session_affinity.clone(),
+            session_affinity_config: merged.spec.session_affinity_config.as_ref().map(|c| {
+                k8s_openapi::api::core::v1::SessionAffinityConfig {
+                    client_ip: c.client_ip.as_ref().map(|ip| {
+                        k8s_openapi::api::core::v1::ClientIPConfig {
+                            timeout_seconds: ip.timeout_seconds,
+                        }
+                    }),
+                }
+            }),
+            ip_families: (!families.is_empty()).then(|| families.clone()),
+            ip_family_policy: Some(
+                if families.len() > 1 {
+                    "PreferDualStack"
+                } else {
+                    "SingleStack"
+                }
+                .to_owned(),
+            ),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+fn owned_labels<'a>(
+    extra: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::from([(MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned())]);
+    map.extend(extra.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())));
+    map
+}
+
+/// The ServiceImport. `ips` and `ip_families` come from the derived Service as the importing
+/// apiserver allocated it (ClusterSetIP), or are empty and the winner's families (Headless).
+pub fn service_import(
+    merged: &MergedService,
+    ips: Vec<String>,
+    ip_families: Vec<String>,
+) -> ServiceImport {
+    let mut spec = merged.spec.clone();
+    spec.ips = ips;
+    spec.ip_families = ip_families;
+    let mut object = ServiceImport::new(&merged.name, Some(spec));
+    object.metadata.namespace = Some(merged.namespace.clone());
+    let mut labels = merged.labels.clone();
+    labels.extend(owned_labels([]));
+    object.metadata.labels = Some(labels);
+    let mut annotations = merged.annotations.clone();
+    if merged.spec.type_ == ServiceImportType::ClusterSetIP {
+        annotations.insert(
+            labels::DERIVED_SERVICE.to_owned(),
+            derived_service_name(&merged.namespace, &merged.name),
+        );
+    }
+    object.metadata.annotations = (!annotations.is_empty()).then_some(annotations);
+    object.status = Some(ServiceImportStatus {
+        clusters: merged
+            .clusters
+            .iter()
+            .map(|c| ClusterStatus { cluster: c.clone() })
+            .collect(),
+        conditions: Vec::new(),
+    });
+    object
+}
+
+/// Whether an address from the hub may become an endpoint: it must parse, and must not be
+/// loopback, link-local, multicast or unspecified (hub records are untrusted input).
+pub fn plausible_address(address: &str) -> bool {
+    match address.parse::<IpAddr>() {
+        Ok(IpAddr::V4(a)) => {
+            !(a.is_loopback()
+                || a.is_link_local()
+                || a.is_multicast()
+                || a.is_unspecified()
+                || a.is_broadcast())
+        }
+        Ok(IpAddr::V6(a)) => {
+            let link_local = (a.segments()[0] & 0xffc0) == 0xfe80;
+            !(a.is_loopback() || a.is_multicast() || a.is_unspecified() || link_local)
+        }
+        Err(_) => false,
+    }
+}
+
+/// The MCS EndpointSlices for one source cluster of a merged service, built from that
+/// cluster's hub copies. Each slice holds endpoints of one address family with one port
+/// mapping; ports are only those the source cluster's Service really exposes, renamed to the
+/// derived Service's port names so kube-proxy can route them.
+pub fn mcs_slices(
+    merged: &MergedService,
+    cluster: &str,
+    copies: &[&EndpointSlice],
+) -> Vec<EndpointSlice> {
+    let served = merged
+        .cluster_ports
+        .get(cluster)
+        .cloned()
+        .unwrap_or_default();
+    let count = merged.spec.ports.len();
+    // (address type, ports) -> endpoints, in a deterministic order.
+    let mut groups: BTreeMap<
+        (String, Vec<(Option<String>, Option<String>, Option<i32>)>),
+        Vec<Endpoint>,
+    > = BTreeMap::new();
+    let mut sorted: Vec<&&EndpointSlice> = copies.iter().collect();
+    sorted.sort_by_key(|s| s.metadata.name.clone());
+    for copy in sorted {
+        let ports: Vec<EndpointPort> = served
+            .iter()
+            .filter_map(|p| {
+                let source = copy.ports.as_ref()?.iter().find(|sp| {
+                    sp.name.as_deref().filter(|n| !n.is_empty()) == p.name.as_deref()
+                        && sp.protocol.as_deref().unwrap_or("TCP")
+                            == p.protocol.as_deref().unwrap_or("TCP")
+                })?;
+                Some(EndpointPort {
+                    name: derived_port_name(p, count),
+                    protocol: p.protocol.clone(),
+                    app_protocol: p.app_protocol.clone(),
+                    port: source.port,
+                })
+            })
+            .collect();
+        let key_ports = ports
+            .iter()
+            .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
+            .collect();
+        let endpoints = copy.endpoints.iter().filter_map(|e| {
+            let addresses: Vec<String> = e
+                .addresses
+                .iter()
+                .filter(|a| plausible_address(a))
+                .cloned()
+                .collect();
+            (!addresses.is_empty()).then(|| Endpoint {
+                addresses,
+                ..crate::export::portable_endpoint(e)
+            })
+        });
+        groups
+            .entry((copy.address_type.clone(), key_ports))
+            .or_default()
+            .extend(endpoints);
+    }
+    let derived = (merged.spec.type_ == ServiceImportType::ClusterSetIP)
+        .then(|| derived_service_name(&merged.namespace, &merged.name));
+    let mut slices = Vec::new();
+    let mut index_per_family: BTreeMap<String, usize> = BTreeMap::new();
+    for ((address_type, key_ports), endpoints) in groups {
+        let ports: Vec<EndpointPort> = key_ports
+            .into_iter()
+            .map(|(name, protocol, port)| {
+                let app_protocol = served
+                    .iter()
+                    .find(|p| derived_port_name(p, count) == name && p.protocol == protocol)
+                    .and_then(|p| p.app_protocol.clone());
+                EndpointPort {
+                    name,
+                    protocol,
+                    port,
+                    app_protocol,
+                }
+            })
+            .collect();
+        for chunk in endpoints.chunks(MAX_ENDPOINTS_PER_SLICE) {
+            let index = index_per_family.entry(address_type.clone()).or_default();
+            let name = format!(
+                "{}-{}-{}-{}",
+                merged.name,
+                cluster,
+                address_type.to_ascii_lowercase(),
+                index
+            );
+            *index += 1;
+            let mut slice_labels = BTreeMap::from([
+                (labels::SERVICE_NAME.to_owned(), merged.name.clone()),
+                (labels::SOURCE_CLUSTER.to_owned(), cluster.to_owned()),
+                (
+                    labels::ENDPOINTSLICE_MANAGED_BY.to_owned(),
+                    labels::ATOLL_ENDPOINTSLICE_MANAGER.to_owned(),
+                ),
+            ]);
+            if let Some(derived) = &derived {
+                slice_labels.insert(labels::KUBERNETES_SERVICE_NAME.to_owned(), derived.clone());
+            }
+            slices.push(EndpointSlice {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    namespace: Some(merged.namespace.clone()),
+                    labels: Some(slice_labels),
+                    ..Default::default()
+                },
+                address_type: address_type.clone(),
+                endpoints: chunk.to_vec(),
+                ports: Some(ports.clone()),
+            });
+        }
+    }
+    slices
+}
+
+#[cfg(test)]
+#[path = "import_tests.rs"]
+mod tests;
