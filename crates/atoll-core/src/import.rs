@@ -157,6 +157,9 @@ pub fn plausible_address(address: &str) -> bool {
     }
 }
 
+/// A slice port as a sortable key: (name, protocol, number).
+type PortKey = (Option<String>, Option<String>, Option<i32>);
+
 /// The MCS EndpointSlices for one source cluster of a merged service, built from that
 /// cluster's hub copies. Each slice holds endpoints of one address family with one port
 /// mapping; ports are only those the source cluster's Service really exposes, renamed to the
@@ -173,10 +176,7 @@ pub fn mcs_slices(
         .unwrap_or_default();
     let count = merged.spec.ports.len();
     // (address type, ports) -> endpoints, in a deterministic order.
-    let mut groups: BTreeMap<
-        (String, Vec<(Option<String>, Option<String>, Option<i32>)>),
-        Vec<Endpoint>,
-    > = BTreeMap::new();
+    let mut groups: BTreeMap<(String, Vec<PortKey>), Vec<Endpoint>> = BTreeMap::new();
     let mut sorted: Vec<&&EndpointSlice> = copies.iter().collect();
     sorted.sort_by_key(|s| s.metadata.name.clone());
     for copy in sorted {
