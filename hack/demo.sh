@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The main job: brings up the local ClusterSet (3 clusters of real control planes on 127.0.0.1),
-# installs Atoll's CRDs, and shows a Service with its ServiceExport and real EndpointSlices in
-# cluster c2. The ClusterSet stays up for you to explore; `make env-down` stops it.
+# The main job: brings up the local ClusterSet (3 clusters of real control planes on 127.0.0.1)
+# with an Atoll agent per cluster (hub = c1), exports a Service from c2, and shows the
+# ServiceImport, derived Service and MCS EndpointSlices that appear in c1, c2 and c3. The
+# ClusterSet stays up for you to explore; `make env-down` stops it.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 "$HACK_DIR/env-up.sh"
+"$HACK_DIR/agents.sh" start
 export KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig
 k2=(kubectl --context kwok-c2)
 
@@ -39,6 +41,24 @@ echo
 echo "== c2: the exported Service, its ServiceExport and the EndpointSlice the real controller wrote"
 "${k2[@]}" -n demo get service,serviceexport hello
 "${k2[@]}" -n demo get endpointslices -l kubernetes.io/service-name=hello
+for ctx in kwok-c1 kwok-c2 kwok-c3; do
+  for _ in $(seq 100); do
+    ip=$(kubectl --context "$ctx" -n demo get serviceimport hello -o jsonpath='{.spec.ips[0]}' 2>/dev/null || true)
+    [ -n "$ip" ] && break
+    sleep 0.2
+  done
+  [ -n "$ip" ] || die "no ServiceImport with an IP in $ctx after 20 s; see ~/.cache/atoll/env/agents/*.log"
+  echo
+  echo "== ${ctx#kwok-}: ServiceImport, derived Service and MCS EndpointSlices (source-cluster=c2)"
+  kubectl --context "$ctx" -n demo get serviceimport hello
+  kubectl --context "$ctx" -n demo get services -l app.kubernetes.io/managed-by=atoll
+  kubectl --context "$ctx" -n demo get endpointslices -l multicluster.kubernetes.io/service-name=hello \
+    -L multicluster.kubernetes.io/source-cluster
+done
 echo
-echo "The agent that turns this export into ServiceImports in c1, c2 and c3 is not built yet (issue 4)."
+echo "== c2: the export's conditions"
+"${k2[@]}" -n demo get serviceexport hello \
+  -o jsonpath='{range .status.conditions[*]}  {.type}={.status} ({.reason}) {.message}{"\n"}{end}'
+echo
+echo "DNS for clusterset.local is not built yet (issue 5)."
 echo "Explore: export KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig; stop: make env-down"

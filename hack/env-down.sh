@@ -7,6 +7,10 @@ set -euo pipefail
 export KWOK_WORKDIR=$ATOLL_ENV_DIR/kwok
 KUBECONFIG_FILE=$ATOLL_ENV_DIR/kubeconfig
 
+# Agents first: they would only log errors once their clusters are gone.
+for pidfile in "$ATOLL_ENV_DIR"/agents/*.pid; do
+  [ -f "$pidfile" ] && "$HACK_DIR/agents.sh" stop "$(basename "$pidfile" .pid)"
+done
 [ -d "$KWOK_WORKDIR/clusters" ] || { log "no local ClusterSet to stop"; exit 0; }
 for dir in "$KWOK_WORKDIR"/clusters/*/; do
   name=$(basename "$dir")

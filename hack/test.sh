@@ -20,4 +20,5 @@ cargo build --locked -p atoll
 "$HACK_DIR/env-down.sh"
 trap '"$HACK_DIR/env-down.sh"' EXIT
 "$HACK_DIR/env-up.sh"
+"$HACK_DIR/agents.sh" start
 ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig cargo test --locked -p atoll-e2e

@@ -22,6 +22,11 @@ pub const LABEL_SERVICE_NAMESPACE: &str = "hub.atoll.dev/service-namespace";
 /// Label on hub EndpointSlice copies: name of the exported Service.
 pub const LABEL_SERVICE_NAME: &str = "hub.atoll.dev/service-name";
 
+/// `endpointslice.kubernetes.io/managed-by` of hub EndpointSlice copies. It differs from the
+/// value on MCS slices in members, so a member that doubles as the hub never mistakes one for
+/// the other.
+pub const ENDPOINTSLICE_MANAGER: &str = "hub.atoll.dev";
+
 /// The hub namespace of a member.
 pub fn namespace_for(cluster: &str) -> String {
     format!("{NAMESPACE_PREFIX}{cluster}")

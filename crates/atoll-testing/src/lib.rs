@@ -5,6 +5,8 @@
 //! The ClusterSet is found through `ATOLL_KUBECONFIG` (default `~/.cache/atoll/env/kubeconfig`)
 //! and `ATOLL_CONTEXTS` (default `kwok-c1,kwok-c2,kwok-c3`).
 
+pub mod fixtures;
+
 use std::fmt::Debug;
 use std::future::Future;
 use std::path::PathBuf;

@@ -18,12 +18,17 @@ struct Cli {
 enum Command {
     /// Print the CustomResourceDefinitions Atoll needs, ready for `kubectl apply -f -`.
     Crds(cmd::crds::Args),
+    /// Run the agent of one member cluster: publish its exports on the hub, import everyone's.
+    Agent(cmd::agent::Args),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crds(args) => cmd::crds::run(&args, &mut std::io::stdout().lock()),
+        Command::Agent(args) => init_logging()
+            .and_then(|()| runtime())
+            .and_then(|rt| rt.block_on(cmd::agent::run(args))),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -34,6 +39,23 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Logs to stderr; `RUST_LOG` filters (default `info`).
+fn init_logging() -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("initialising logging: {e}"))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

@@ -1,3 +1,5 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod crds;
+mod kubeconfig;

@@ -1,0 +1,176 @@
+//! The only code that writes: server-side apply with one field manager, deletes that tolerate
+//! objects already gone, and the comparisons that keep the steady state at zero writes.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::Error;
+
+/// Field manager of every write the agent makes.
+pub const FIELD_MANAGER: &str = "atoll-agent";
+
+/// Counts API writes by (kind, verb) for logs and metrics.
+#[derive(Debug, Default)]
+pub struct WriteCounter(Mutex<BTreeMap<(String, &'static str), u64>>);
+
+impl WriteCounter {
+    fn add(&self, kind: &str, verb: &'static str) {
+        if let Ok(mut map) = self.0.lock() {
+            *map.entry((kind.to_owned(), verb)).or_default() += 1;
+        }
+    }
+
+    /// Total writes so far.
+    pub fn total(&self) -> u64 {
+        self.0.lock().map(|m| m.values().sum()).unwrap_or(0)
+    }
+
+    /// A copy of the counts.
+    pub fn snapshot(&self) -> BTreeMap<(String, &'static str), u64> {
+        self.0.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+fn kind<K: Resource<DynamicType = ()>>() -> String {
+    K::kind(&()).into_owned()
+}
+
+/// Server-side applies `object` (its name and namespace come from its metadata).
+pub async fn apply<K>(api: &Api<K>, object: &K, writes: &WriteCounter) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    writes.add(&kind::<K>(), "apply");
+    tracing::debug!(kind = %kind::<K>(), namespace = ?object.meta().namespace, %name, "apply");
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+}
+
+/// Server-side applies the status subresource of `name` from a partial object.
+pub async fn apply_status<K>(
+    api: &Api<K>,
+    name: &str,
+    partial: &Value,
+    writes: &WriteCounter,
+) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+{
+    writes.add(&kind::<K>(), "apply-status");
+    tracing::debug!(kind = %kind::<K>(), %name, "apply status");
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(partial),
+    )
+    .await
+}
+
+/// Deletes `name`; an object that is already gone is success.
+pub async fn delete<K>(api: &Api<K>, name: &str, writes: &WriteCounter) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+{
+    writes.add(&kind::<K>(), "delete");
+    tracing::debug!(kind = %kind::<K>(), %name, "delete");
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates this member's hub namespace unless it exists (`atoll join` normally has).
+pub async fn ensure_hub_namespace(hub: &Client, cluster: &str) -> Result<(), Error> {
+    let namespace = atoll_api::hub::namespace_for(cluster);
+    let api: Api<Namespace> = Api::all(hub.clone());
+    let object = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(namespace.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(source) => Err(Error::HubNamespace { namespace, source }),
+    }
+}
+
+/// Whether everything `desired` says is already true of `observed`: every key of a desired
+/// object is present with a contained value, arrays match element by element, scalars are
+/// equal. Fields the apiserver defaults or other managers own are ignored; that is what makes a
+/// resync that changes nothing send nothing.
+pub fn contains(observed: &Value, desired: &Value) -> bool {
+    match (observed, desired) {
+        (Value::Object(o), Value::Object(d)) => d
+            .iter()
+            .all(|(k, dv)| o.get(k).is_some_and(|ov| contains(ov, dv))),
+        (Value::Array(o), Value::Array(d)) => {
+            o.len() == d.len() && o.iter().zip(d).all(|(ov, dv)| contains(ov, dv))
+        }
+        _ => observed == desired,
+    }
+}
+
+/// [`contains`] for typed objects.
+pub fn already_applied<T: Serialize>(observed: &T, desired: &T) -> bool {
+    match (
+        serde_json::to_value(observed),
+        serde_json::to_value(desired),
+    ) {
+        (Ok(o), Ok(d)) => contains(&o, &d),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaulted_fields_do_not_count_as_differences() {
+        let observed = json!({"spec": {"ports": [{"port": 42, "protocol": "TCP", "targetPort": 42}], "clusterIP": "10.0.0.1"}});
+        assert!(contains(
+            &observed,
+            &json!({"spec": {"ports": [{"port": 42, "protocol": "TCP"}]}})
+        ));
+    }
+
+    #[test]
+    fn changed_values_and_array_lengths_do() {
+        let observed =
+            json!({"spec": {"ports": [{"port": 42}]}, "metadata": {"labels": {"a": "1"}}});
+        assert!(!contains(
+            &observed,
+            &json!({"spec": {"ports": [{"port": 43}]}})
+        ));
+        assert!(!contains(
+            &observed,
+            &json!({"spec": {"ports": [{"port": 42}, {"port": 43}]}})
+        ));
+        assert!(!contains(
+            &observed,
+            &json!({"metadata": {"labels": {"a": "2"}}})
+        ));
+        assert!(!contains(
+            &observed,
+            &json!({"metadata": {"annotations": {}}})
+        ));
+    }
+}

@@ -1,0 +1,428 @@
+//! The agent on the local ClusterSet (3 real apiservers, hub = c1, agents run by
+//! `hack/agents.sh`): exports become imports in every member, per KEP-1645.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use atoll_api::labels;
+use atoll_api::multicluster::ServiceImportType;
+use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use atoll_testing::fixtures::{self, Port};
+use atoll_testing::{ClusterSet, Member, wait_for};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+
+const CONVERGE: Duration = Duration::from_secs(20);
+const HELLO_PORTS: &[Port<'static>] = &[("tcp", "TCP", 42, 42), ("udp", "UDP", 42, 42)];
+
+async fn import(member: &Member, ns: &str, name: &str) -> anyhow::Result<Option<ServiceImport>> {
+    Ok(Api::<ServiceImport>::namespaced(member.client.clone(), ns)
+        .get_opt(name)
+        .await?)
+}
+
+async fn mcs_slices(member: &Member, ns: &str, name: &str) -> anyhow::Result<Vec<EndpointSlice>> {
+    let selector = format!("{}={name}", labels::SERVICE_NAME);
+    Ok(Api::<EndpointSlice>::namespaced(member.client.clone(), ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
+}
+
+/// `type -> (status, reason)` of a ServiceExport's conditions.
+async fn export_conditions(
+    member: &Member,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<BTreeMap<String, (String, String)>> {
+    let export = Api::<ServiceExport>::namespaced(member.client.clone(), ns)
+        .get(name)
+        .await?;
+    Ok(export
+        .status
+        .map(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.type_, (format!("{:?}", c.status), c.reason)))
+        .collect())
+}
+
+/// Waits until `member`'s ServiceImport satisfies `check` (which says what it saw otherwise).
+async fn wait_import(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    check: impl Fn(&ServiceImport) -> Result<(), String>,
+) -> anyhow::Result<ServiceImport> {
+    wait_for(
+        &format!("ServiceImport {ns}/{name} in {}", member.context),
+        CONVERGE,
+        || async {
+            Ok(match import(member, ns, name).await? {
+                Some(i) => check(&i).map(|()| i),
+                None => Err("absent".to_owned()),
+            })
+        },
+    )
+    .await
+}
+
+async fn wait_export_condition(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    type_: &str,
+    status: &str,
+    reason: &str,
+) -> anyhow::Result<()> {
+    wait_for(
+        &format!(
+            "{type_}={status}/{reason} on ServiceExport {ns}/{name} in {}",
+            member.context
+        ),
+        CONVERGE,
+        || async {
+            let conditions = export_conditions(member, ns, name).await?;
+            Ok(match conditions.get(type_) {
+                Some((s, r)) if s == status && r == reason => Ok(()),
+                _ => Err(conditions),
+            })
+        },
+    )
+    .await
+}
+
+async fn wait_gone_everywhere(set: &ClusterSet, ns: &str, name: &str) -> anyhow::Result<()> {
+    for member in &set.members {
+        wait_for(
+            &format!(
+                "ServiceImport and MCS slices of {ns}/{name} gone from {}",
+                member.context
+            ),
+            CONVERGE,
+            || async {
+                let import = import(member, ns, name).await?.map(|i| i.name_any());
+                let slices: Vec<String> = mcs_slices(member, ns, name)
+                    .await?
+                    .iter()
+                    .map(|s| s.name_any())
+                    .collect();
+                let derived = Api::<Service>::namespaced(member.client.clone(), ns)
+                    .get_opt(&atoll_core::derived::derived_service_name(ns, name))
+                    .await?
+                    .map(|s| s.name_any());
+                Ok(
+                    if import.is_none() && slices.is_empty() && derived.is_none() {
+                        Ok(())
+                    } else {
+                        Err((import, slices, derived))
+                    },
+                )
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Deploys `hello` (2 pods) with the given ports in `member` and exports it.
+async fn deploy_and_export(
+    member: &Member,
+    ns: &str,
+    ports: &[Port<'_>],
+    headless: bool,
+) -> anyhow::Result<()> {
+    fixtures::deployment(&member.client, ns, "hello", 2).await?;
+    fixtures::apply_service(
+        &member.client,
+        &fixtures::service(ns, "hello", "hello", ports, headless),
+    )
+    .await?;
+    fixtures::export(&member.client, ns, "hello", &[]).await
+}
+
+#[tokio::test]
+async fn export_becomes_an_import_in_every_cluster_and_unexport_removes_it() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("export").await?;
+    let exporter = &set.members[1];
+    deploy_and_export(exporter, &ns.name, HELLO_PORTS, false).await?;
+    let service = Api::<Service>::namespaced(exporter.client.clone(), &ns.name)
+        .get("hello")
+        .await?;
+    let service_spec = service.spec.unwrap_or_default();
+
+    for member in &set.members {
+        let import = wait_import(member, &ns.name, "hello", |i| {
+            let spec = i.spec.as_ref().ok_or("no spec")?;
+            if spec.ips.is_empty() {
+                Err(format!("no ips yet: {spec:?}"))
+            } else {
+                Ok(())
+            }
+        })
+        .await?;
+        let spec = import.spec.unwrap();
+        assert_eq!(spec.type_, ServiceImportType::ClusterSetIP);
+        assert_eq!(
+            spec.ips.len(),
+            spec.ip_families.len(),
+            "{}: one IP per family",
+            member.context
+        );
+        let mut ports: Vec<(Option<String>, Option<String>, i32)> = spec
+            .ports
+            .iter()
+            .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
+            .collect();
+        ports.sort();
+        assert_eq!(
+            ports,
+            vec![
+                (Some("tcp".into()), Some("TCP".into()), 42),
+                (Some("udp".into()), Some("UDP".into()), 42)
+            ]
+        );
+        assert_eq!(spec.session_affinity, service_spec.session_affinity);
+        assert_eq!(
+            spec.internal_traffic_policy,
+            service_spec.internal_traffic_policy
+        );
+        let clusters: Vec<String> = import
+            .status
+            .unwrap_or_default()
+            .clusters
+            .into_iter()
+            .map(|c| c.cluster)
+            .collect();
+        assert_eq!(clusters, vec!["c2"]);
+
+        let slices = wait_for(
+            &format!("MCS slice with 2 endpoints in {}", member.context),
+            CONVERGE,
+            || async {
+                let slices = mcs_slices(member, &ns.name, "hello").await?;
+                let endpoints: usize = slices.iter().map(|s| s.endpoints.len()).sum();
+                Ok(if endpoints == 2 {
+                    Ok(slices)
+                } else {
+                    Err(endpoints)
+                })
+            },
+        )
+        .await?;
+        for slice in &slices {
+            let l = slice.labels();
+            assert_eq!(
+                l.get(labels::SOURCE_CLUSTER).map(String::as_str),
+                Some("c2")
+            );
+            assert_ne!(
+                l.get(labels::ENDPOINTSLICE_MANAGED_BY).map(String::as_str),
+                Some(labels::CORE_ENDPOINTSLICE_MANAGER)
+            );
+            assert!(
+                slice
+                    .endpoints
+                    .iter()
+                    .all(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+            );
+        }
+    }
+    wait_export_condition(exporter, &ns.name, "hello", "Valid", "True", "Valid").await?;
+    wait_export_condition(exporter, &ns.name, "hello", "Ready", "True", "Exported").await?;
+    wait_export_condition(
+        exporter,
+        &ns.name,
+        "hello",
+        "Conflict",
+        "False",
+        "NoConflicts",
+    )
+    .await?;
+
+    fixtures::unexport(&exporter.client, &ns.name, "hello").await?;
+    wait_gone_everywhere(&set, &ns.name, "hello").await?;
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn port_conflict_keeps_the_oldest_ports_and_flags_both_exports() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("conflict").await?;
+    let (first, second) = (&set.members[0], &set.members[1]);
+    deploy_and_export(first, &ns.name, HELLO_PORTS, false).await?;
+    wait_import(first, &ns.name, "hello", |_| Ok(())).await?;
+    // creationTimestamp has 1 s resolution: make the second export clearly younger.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    deploy_and_export(second, &ns.name, &[("tcp", "TCP", 43, 43)], false).await?;
+    for member in [first, second] {
+        wait_export_condition(
+            member,
+            &ns.name,
+            "hello",
+            "Conflict",
+            "True",
+            "PortConflict",
+        )
+        .await?;
+    }
+    for member in &set.members {
+        let import = wait_import(member, &ns.name, "hello", |i| {
+            let clusters = i.status.as_ref().map(|s| s.clusters.len()).unwrap_or(0);
+            if clusters == 2 {
+                Ok(())
+            } else {
+                Err(format!("{clusters} clusters"))
+            }
+        })
+        .await?;
+        let ports: Vec<i32> = import.spec.unwrap().ports.iter().map(|p| p.port).collect();
+        assert_eq!(
+            ports,
+            vec![42, 42],
+            "{}: the oldest export's ports win",
+            member.context
+        );
+    }
+    // The younger cluster exposes none of the import's ports: it contributes no slice ports.
+    let slices = mcs_slices(&set.members[2], &ns.name, "hello").await?;
+    for slice in slices
+        .iter()
+        .filter(|s| s.labels().get(labels::SOURCE_CLUSTER).map(String::as_str) == Some("c2"))
+    {
+        assert!(
+            slice.ports.as_ref().is_none_or(|p| p.is_empty()),
+            "c2 must not receive port 42: {slice:?}"
+        );
+    }
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn headless_export_imports_without_vip_and_with_families() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("headless").await?;
+    deploy_and_export(&set.members[2], &ns.name, HELLO_PORTS, true).await?;
+    for member in &set.members {
+        let import = wait_import(member, &ns.name, "hello", |_| Ok(())).await?;
+        let spec = import.spec.unwrap();
+        assert_eq!(spec.type_, ServiceImportType::Headless);
+        assert!(spec.ips.is_empty(), "headless imports never get ips");
+        assert!(
+            !spec.ip_families.is_empty(),
+            "ipFamilies must be set on headless imports too"
+        );
+        wait_for(
+            &format!("headless MCS endpoints in {}", member.context),
+            CONVERGE,
+            || async {
+                let n: usize = mcs_slices(member, &ns.name, "hello")
+                    .await?
+                    .iter()
+                    .map(|s| s.endpoints.len())
+                    .sum();
+                Ok(if n == 2 { Ok(()) } else { Err(n) })
+            },
+        )
+        .await?;
+        let derived = atoll_core::derived::derived_service_name(&ns.name, "hello");
+        assert!(
+            Api::<Service>::namespaced(member.client.clone(), &ns.name)
+                .get_opt(&derived)
+                .await?
+                .is_none()
+        );
+    }
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn invalid_exports_say_why_and_import_nothing() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("invalid").await?;
+    let member = &set.members[1];
+    fixtures::export(&member.client, &ns.name, "missing", &[]).await?;
+    wait_export_condition(member, &ns.name, "missing", "Valid", "False", "NoService").await?;
+
+    let mut external = fixtures::service(&ns.name, "external", "none", &[], false);
+    if let Some(spec) = external.spec.as_mut() {
+        spec.type_ = Some("ExternalName".into());
+        spec.external_name = Some("example.invalid".into());
+        spec.selector = None;
+        spec.ports = None;
+    }
+    fixtures::apply_service(&member.client, &external).await?;
+    fixtures::export(&member.client, &ns.name, "external", &[]).await?;
+    wait_export_condition(
+        member,
+        &ns.name,
+        "external",
+        "Valid",
+        "False",
+        "InvalidServiceType",
+    )
+    .await?;
+    wait_export_condition(member, &ns.name, "external", "Ready", "False", "Failed").await?;
+    // No import may appear (conformance watches for 5 s).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for m in &set.members {
+        assert!(
+            import(m, &ns.name, "external").await?.is_none(),
+            "{}",
+            m.context
+        );
+        assert!(
+            import(m, &ns.name, "missing").await?.is_none(),
+            "{}",
+            m.context
+        );
+    }
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn endpoint_churn_reaches_every_cluster() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("churn").await?;
+    let exporter = &set.members[1];
+    deploy_and_export(exporter, &ns.name, HELLO_PORTS, false).await?;
+    let count_in = |member: &Member, want: usize| {
+        let ns = ns.name.clone();
+        let member = member.clone();
+        async move {
+            wait_for(
+                &format!("{want} imported endpoints in {}", member.context),
+                CONVERGE,
+                || async {
+                    let n: usize = mcs_slices(&member, &ns, "hello")
+                        .await?
+                        .iter()
+                        .map(|s| s.endpoints.len())
+                        .sum();
+                    Ok(if n == want { Ok(()) } else { Err(n) })
+                },
+            )
+            .await
+        }
+    };
+    count_in(&set.members[0], 2).await?;
+    let scale = serde_json::json!({"spec": {"replicas": 4}});
+    Api::<Deployment>::namespaced(exporter.client.clone(), &ns.name)
+        .patch("hello", &PatchParams::default(), &Patch::Merge(&scale))
+        .await?;
+    for member in &set.members {
+        count_in(member, 4).await?;
+    }
+    let scale = serde_json::json!({"spec": {"replicas": 1}});
+    Api::<Deployment>::namespaced(exporter.client.clone(), &ns.name)
+        .patch("hello", &PatchParams::default(), &Patch::Merge(&scale))
+        .await?;
+    for member in &set.members {
+        count_in(member, 1).await?;
+    }
+    ns.cleanup().await
+}

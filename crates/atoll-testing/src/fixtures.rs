@@ -1,0 +1,173 @@
+//! Builders for the objects end-to-end tests create in member clusters: a Deployment whose
+//! pods kwok runs on the cluster's fake node, its Service, and a ServiceExport.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use atoll_api::v1beta1::ServiceExport;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Container, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::{Api, Client};
+
+const MANAGER: &str = "atoll-e2e";
+
+/// A Service port: (name, protocol, port, target port).
+pub type Port<'a> = (&'a str, &'a str, i32, i32);
+
+fn meta(name: &str, ns: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(ns.to_owned()),
+        ..Default::default()
+    }
+}
+
+/// Applies a Deployment `name` with `replicas` pods labelled `app=name`.
+pub async fn deployment(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    replicas: i32,
+) -> anyhow::Result<()> {
+    let labels = BTreeMap::from([("app".to_owned(), name.to_owned())]);
+    let deployment = Deployment {
+        metadata: meta(name, ns),
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "app".into(),
+                        image: Some("hello".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&deployment),
+        )
+        .await
+        .with_context(|| format!("applying Deployment {ns}/{name}"))?;
+    Ok(())
+}
+
+/// A Service selecting `app=<selector>` with the given ports; `headless` sets `clusterIP: None`.
+pub fn service(
+    ns: &str,
+    name: &str,
+    selector: &str,
+    ports: &[Port<'_>],
+    headless: bool,
+) -> Service {
+    Service {
+        metadata: meta(name, ns),
+        spec: Some(ServiceSpec {
+            selector: Some(BTreeMap::from([("app".to_owned(), selector.to_owned())])),
+            cluster_ip: headless.then(|| "None".to_owned()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(n, proto, port, target)| ServicePort {
+                        name: Some((*n).to_owned()),
+                        protocol: Some((*proto).to_owned()),
+                        port: *port,
+                        target_port: Some(
+                            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(*target),
+                        ),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Server-side applies `service`.
+pub async fn apply_service(client: &Client, service: &Service) -> anyhow::Result<()> {
+    let ns = service.metadata.namespace.clone().unwrap_or_default();
+    let name = service.metadata.name.clone().unwrap_or_default();
+    Api::<Service>::namespaced(client.clone(), &ns)
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(service),
+        )
+        .await
+        .with_context(|| format!("applying Service {ns}/{name}"))?;
+    Ok(())
+}
+
+/// Creates (or updates) the ServiceExport `ns/name`, optionally with exported labels.
+pub async fn export(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    exported_labels: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    let spec = (!exported_labels.is_empty()).then(|| atoll_api::multicluster::ServiceExportSpec {
+        exported_labels: exported_labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        exported_annotations: BTreeMap::new(),
+    });
+    let mut object = ServiceExport::new(name, spec);
+    object.metadata.namespace = Some(ns.to_owned());
+    Api::<ServiceExport>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .with_context(|| format!("applying ServiceExport {ns}/{name}"))?;
+    Ok(())
+}
+
+/// Deletes the ServiceExport `ns/name`.
+pub async fn unexport(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    Api::<ServiceExport>::namespaced(client.clone(), ns)
+        .delete(name, &DeleteParams::default())
+        .await
+        .with_context(|| format!("deleting ServiceExport {ns}/{name}"))?;
+    Ok(())
+}
+
+/// Runs `hack/agents.sh <action> <clusters>` (start, stop or restart agents).
+pub fn agents(action: &str, clusters: &[&str]) -> anyhow::Result<()> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack/agents.sh");
+    let status = std::process::Command::new(&script)
+        .arg(action)
+        .args(clusters)
+        .status()
+        .with_context(|| format!("running {}", script.display()))?;
+    anyhow::ensure!(
+        status.success(),
+        "{} {action} failed: {status}",
+        script.display()
+    );
+    Ok(())
+}
