@@ -1,148 +1,20 @@
 //! The agent on the local ClusterSet (3 real apiservers, hub = c1, agents run by
 //! `hack/agents.sh`): exports become imports in every member, per KEP-1645.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use atoll_api::labels;
 use atoll_api::multicluster::ServiceImportType;
-use atoll_api::v1beta1::{ServiceExport, ServiceImport};
-use atoll_testing::fixtures::{self, Port};
+use atoll_testing::fixtures;
+use atoll_testing::mcs::{
+    CONVERGE, HELLO_PORTS, deploy_and_export, import, mcs_slices, wait_export_condition,
+    wait_gone_everywhere, wait_import,
+};
 use atoll_testing::{ClusterSet, Member, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
-
-const CONVERGE: Duration = Duration::from_secs(20);
-const HELLO_PORTS: &[Port<'static>] = &[("tcp", "TCP", 42, 42), ("udp", "UDP", 42, 42)];
-
-async fn import(member: &Member, ns: &str, name: &str) -> anyhow::Result<Option<ServiceImport>> {
-    Ok(Api::<ServiceImport>::namespaced(member.client.clone(), ns)
-        .get_opt(name)
-        .await?)
-}
-
-async fn mcs_slices(member: &Member, ns: &str, name: &str) -> anyhow::Result<Vec<EndpointSlice>> {
-    let selector = format!("{}={name}", labels::SERVICE_NAME);
-    Ok(Api::<EndpointSlice>::namespaced(member.client.clone(), ns)
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items)
-}
-
-/// `type -> (status, reason)` of a ServiceExport's conditions.
-async fn export_conditions(
-    member: &Member,
-    ns: &str,
-    name: &str,
-) -> anyhow::Result<BTreeMap<String, (String, String)>> {
-    let export = Api::<ServiceExport>::namespaced(member.client.clone(), ns)
-        .get(name)
-        .await?;
-    Ok(export
-        .status
-        .map(|s| s.conditions)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| (c.type_, (format!("{:?}", c.status), c.reason)))
-        .collect())
-}
-
-/// Waits until `member`'s ServiceImport satisfies `check` (which says what it saw otherwise).
-async fn wait_import(
-    member: &Member,
-    ns: &str,
-    name: &str,
-    check: impl Fn(&ServiceImport) -> Result<(), String>,
-) -> anyhow::Result<ServiceImport> {
-    wait_for(
-        &format!("ServiceImport {ns}/{name} in {}", member.context),
-        CONVERGE,
-        || async {
-            Ok(match import(member, ns, name).await? {
-                Some(i) => check(&i).map(|()| i),
-                None => Err("absent".to_owned()),
-            })
-        },
-    )
-    .await
-}
-
-async fn wait_export_condition(
-    member: &Member,
-    ns: &str,
-    name: &str,
-    type_: &str,
-    status: &str,
-    reason: &str,
-) -> anyhow::Result<()> {
-    wait_for(
-        &format!(
-            "{type_}={status}/{reason} on ServiceExport {ns}/{name} in {}",
-            member.context
-        ),
-        CONVERGE,
-        || async {
-            let conditions = export_conditions(member, ns, name).await?;
-            Ok(match conditions.get(type_) {
-                Some((s, r)) if s == status && r == reason => Ok(()),
-                _ => Err(conditions),
-            })
-        },
-    )
-    .await
-}
-
-async fn wait_gone_everywhere(set: &ClusterSet, ns: &str, name: &str) -> anyhow::Result<()> {
-    for member in &set.members {
-        wait_for(
-            &format!(
-                "ServiceImport and MCS slices of {ns}/{name} gone from {}",
-                member.context
-            ),
-            CONVERGE,
-            || async {
-                let import = import(member, ns, name).await?.map(|i| i.name_any());
-                let slices: Vec<String> = mcs_slices(member, ns, name)
-                    .await?
-                    .iter()
-                    .map(|s| s.name_any())
-                    .collect();
-                let derived = Api::<Service>::namespaced(member.client.clone(), ns)
-                    .get_opt(&atoll_core::derived::derived_service_name(ns, name))
-                    .await?
-                    .map(|s| s.name_any());
-                Ok(
-                    if import.is_none() && slices.is_empty() && derived.is_none() {
-                        Ok(())
-                    } else {
-                        Err((import, slices, derived))
-                    },
-                )
-            },
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// Deploys `hello` (2 pods) with the given ports in `member` and exports it.
-async fn deploy_and_export(
-    member: &Member,
-    ns: &str,
-    ports: &[Port<'_>],
-    headless: bool,
-) -> anyhow::Result<()> {
-    fixtures::deployment(&member.client, ns, "hello", 2).await?;
-    fixtures::apply_service(
-        &member.client,
-        &fixtures::service(ns, "hello", "hello", ports, headless),
-    )
-    .await?;
-    fixtures::export(&member.client, ns, "hello", &[]).await
-}
 
 #[tokio::test]
 async fn export_becomes_an_import_in_every_cluster_and_unexport_removes_it() -> anyhow::Result<()> {

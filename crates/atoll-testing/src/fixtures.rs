@@ -158,10 +158,21 @@ pub async fn unexport(client: &Client, ns: &str, name: &str) -> anyhow::Result<(
 
 /// Runs `hack/agents.sh <action> <clusters>` (start, stop or restart agents).
 pub fn agents(action: &str, clusters: &[&str]) -> anyhow::Result<()> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack/agents.sh");
+    hack("agents.sh", action, clusters)
+}
+
+/// Runs `hack/cluster.sh <action> <cluster>` (stop or start one cluster's control plane).
+pub fn cluster(action: &str, cluster: &str) -> anyhow::Result<()> {
+    hack("cluster.sh", action, &[cluster])
+}
+
+fn hack(script: &str, action: &str, args: &[&str]) -> anyhow::Result<()> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../hack")
+        .join(script);
     let status = std::process::Command::new(&script)
         .arg(action)
-        .args(clusters)
+        .args(args)
         .status()
         .with_context(|| format!("running {}", script.display()))?;
     anyhow::ensure!(

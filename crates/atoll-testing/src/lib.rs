@@ -6,6 +6,7 @@
 //! and `ATOLL_CONTEXTS` (default `kwok-c1,kwok-c2,kwok-c3`).
 
 pub mod fixtures;
+pub mod mcs;
 
 use std::fmt::Debug;
 use std::future::Future;

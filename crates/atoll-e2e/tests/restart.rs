@@ -1,0 +1,115 @@
+//! Restarts must be invisible: an agent that restarts with a warm start deletes, recreates and
+//! rewrites nothing, and a hub outage freezes imports in place. Runs in its own test binary
+//! (after `agent.rs`) because it restarts agents and the hub.
+
+use std::time::Duration;
+
+use atoll_testing::fixtures;
+use atoll_testing::mcs::{
+    HELLO_PORTS, deploy_and_export, import_snapshot, mcs_slices, wait_import,
+};
+use atoll_testing::{ClusterSet, wait_for};
+
+/// Waits until every member imports `ns/hello` with 2 endpoints, then until the objects stop
+/// changing (status writes settle), and returns their snapshot.
+async fn converged(set: &ClusterSet, ns: &str) -> anyhow::Result<Vec<(String, String, String)>> {
+    for member in &set.members {
+        wait_import(member, ns, "hello", |i| {
+            if i.spec.as_ref().is_some_and(|s| !s.ips.is_empty()) {
+                Ok(())
+            } else {
+                Err("no ips".into())
+            }
+        })
+        .await?;
+        wait_for(
+            &format!("2 endpoints in {}", member.context),
+            Duration::from_secs(20),
+            || async {
+                let n: usize = mcs_slices(member, ns, "hello")
+                    .await?
+                    .iter()
+                    .map(|s| s.endpoints.len())
+                    .sum();
+                Ok(if n == 2 { Ok(()) } else { Err(n) })
+            },
+        )
+        .await?;
+    }
+    let mut last = import_snapshot(set, ns, "hello").await?;
+    for _ in 0..15 {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let now = import_snapshot(set, ns, "hello").await?;
+        if now == last {
+            return Ok(now);
+        }
+        last = now;
+    }
+    anyhow::bail!("imports of {ns}/hello kept changing for 20 s: {last:?}")
+}
+
+#[tokio::test]
+async fn restarts_neither_delete_nor_rewrite_imports() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("restart").await?;
+    deploy_and_export(&set.members[1], &ns.name, HELLO_PORTS, false).await?;
+    let before = converged(&set, &ns.name).await?;
+    assert!(
+        before.len() >= 9,
+        "expected import, derived Service and slice in 3 members: {before:?}"
+    );
+
+    // Warm restart of every agent: nothing may be deleted, recreated or rewritten.
+    fixtures::agents("restart", &["c1", "c2", "c3"])?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        import_snapshot(&set, &ns.name, "hello").await?,
+        before,
+        "agent restart changed imports"
+    );
+
+    // Hub outage (c1's whole control plane): imports elsewhere stay exactly as they are.
+    fixtures::cluster("stop", "c1")?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let others = ClusterSet {
+        kubeconfig: set.kubeconfig.clone(),
+        members: set.members[1..].to_vec(),
+    };
+    let during: Vec<_> = before
+        .iter()
+        .filter(|(k, _, _)| !k.starts_with("kwok-c1:"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        import_snapshot(&others, &ns.name, "hello").await?,
+        during,
+        "hub outage changed imports"
+    );
+    fixtures::cluster("start", "c1")?;
+
+    // After the hub returns, new exports flow again and the old imports were never touched.
+    fixtures::export(&set.members[2].client, &ns.name, "hello", &[]).await?;
+    fixtures::deployment(&set.members[2].client, &ns.name, "hello", 1).await?;
+    fixtures::apply_service(
+        &set.members[2].client,
+        &fixtures::service(&ns.name, "hello", "hello", HELLO_PORTS, false),
+    )
+    .await?;
+    for member in &set.members {
+        wait_import(member, &ns.name, "hello", |i| {
+            let n = i.status.as_ref().map(|s| s.clusters.len()).unwrap_or(0);
+            if n == 2 {
+                Ok(())
+            } else {
+                Err(format!("{n} clusters"))
+            }
+        })
+        .await?;
+    }
+    let after = import_snapshot(&set, &ns.name, "hello").await?;
+    for (key, uid, _) in &before {
+        let same = after.iter().find(|(k, _, _)| k == key).map(|(_, u, _)| u);
+        assert_eq!(same, Some(uid), "{key} was deleted or recreated");
+    }
+    ns.cleanup().await
+}

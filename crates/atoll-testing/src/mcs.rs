@@ -1,0 +1,197 @@
+//! Reading and waiting on MCS objects in the members of the local ClusterSet.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use atoll_api::labels;
+use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use crate::fixtures::{self, Port};
+use crate::{ClusterSet, Member, wait_for};
+
+/// How long imports may take to converge (the conformance suite allows 20 s).
+pub const CONVERGE: Duration = Duration::from_secs(20);
+
+/// The conformance suite's `hello` ports: tcp/42 and udp/42.
+pub const HELLO_PORTS: &[Port<'static>] = &[("tcp", "TCP", 42, 42), ("udp", "UDP", 42, 42)];
+
+/// The ServiceImport `ns/name` in `member`, if any.
+pub async fn import(
+    member: &Member,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Option<ServiceImport>> {
+    Ok(Api::<ServiceImport>::namespaced(member.client.clone(), ns)
+        .get_opt(name)
+        .await?)
+}
+
+/// The MCS EndpointSlices of `ns/name` in `member` (selected by the service-name label).
+pub async fn mcs_slices(
+    member: &Member,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<EndpointSlice>> {
+    let selector = format!("{}={name}", labels::SERVICE_NAME);
+    Ok(Api::<EndpointSlice>::namespaced(member.client.clone(), ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
+}
+
+/// `type -> (status, reason)` of a ServiceExport's conditions.
+pub async fn export_conditions(
+    member: &Member,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<BTreeMap<String, (String, String)>> {
+    let export = Api::<ServiceExport>::namespaced(member.client.clone(), ns)
+        .get(name)
+        .await?;
+    Ok(export
+        .status
+        .map(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.type_, (format!("{:?}", c.status), c.reason)))
+        .collect())
+}
+
+/// Waits until `member`'s ServiceImport satisfies `check` (which says what it saw otherwise).
+pub async fn wait_import(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    check: impl Fn(&ServiceImport) -> Result<(), String>,
+) -> anyhow::Result<ServiceImport> {
+    wait_for(
+        &format!("ServiceImport {ns}/{name} in {}", member.context),
+        CONVERGE,
+        || async {
+            Ok(match import(member, ns, name).await? {
+                Some(i) => check(&i).map(|()| i),
+                None => Err("absent".to_owned()),
+            })
+        },
+    )
+    .await
+}
+
+/// Waits until the ServiceExport `ns/name` in `member` has condition `type_=status/reason`.
+pub async fn wait_export_condition(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    type_: &str,
+    status: &str,
+    reason: &str,
+) -> anyhow::Result<()> {
+    wait_for(
+        &format!(
+            "{type_}={status}/{reason} on ServiceExport {ns}/{name} in {}",
+            member.context
+        ),
+        CONVERGE,
+        || async {
+            let conditions = export_conditions(member, ns, name).await?;
+            Ok(match conditions.get(type_) {
+                Some((s, r)) if s == status && r == reason => Ok(()),
+                _ => Err(conditions),
+            })
+        },
+    )
+    .await
+}
+
+/// Waits until no member holds a ServiceImport, derived Service or MCS slice for `ns/name`.
+pub async fn wait_gone_everywhere(set: &ClusterSet, ns: &str, name: &str) -> anyhow::Result<()> {
+    for member in &set.members {
+        wait_for(
+            &format!(
+                "ServiceImport and MCS slices of {ns}/{name} gone from {}",
+                member.context
+            ),
+            CONVERGE,
+            || async {
+                let import = import(member, ns, name).await?.map(|i| i.name_any());
+                let slices: Vec<String> = mcs_slices(member, ns, name)
+                    .await?
+                    .iter()
+                    .map(|s| s.name_any())
+                    .collect();
+                let derived = Api::<Service>::namespaced(member.client.clone(), ns)
+                    .get_opt(&atoll_core::derived::derived_service_name(ns, name))
+                    .await?
+                    .map(|s| s.name_any());
+                Ok(
+                    if import.is_none() && slices.is_empty() && derived.is_none() {
+                        Ok(())
+                    } else {
+                        Err((import, slices, derived))
+                    },
+                )
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Deploys `hello` (2 pods) with the given ports in `member` and exports it.
+pub async fn deploy_and_export(
+    member: &Member,
+    ns: &str,
+    ports: &[Port<'_>],
+    headless: bool,
+) -> anyhow::Result<()> {
+    fixtures::deployment(&member.client, ns, "hello", 2).await?;
+    fixtures::apply_service(
+        &member.client,
+        &fixtures::service(ns, "hello", "hello", ports, headless),
+    )
+    .await?;
+    fixtures::export(&member.client, ns, "hello", &[]).await
+}
+
+/// `(kind/namespace/name, uid, resourceVersion)` of every object Atoll keeps for `ns/name` in
+/// every member: the ServiceImport, the derived Service and the MCS slices. Equal snapshots
+/// mean nothing was deleted, recreated or rewritten in between.
+pub async fn import_snapshot(
+    set: &ClusterSet,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<(String, String, String)>> {
+    let mut out = Vec::new();
+    let entry = |member: &Member, kind: &str, meta: &kube::api::ObjectMeta| {
+        (
+            format!(
+                "{}:{kind}/{}",
+                member.context,
+                meta.name.clone().unwrap_or_default()
+            ),
+            meta.uid.clone().unwrap_or_default(),
+            meta.resource_version.clone().unwrap_or_default(),
+        )
+    };
+    for member in &set.members {
+        if let Some(i) = import(member, ns, name).await? {
+            out.push(entry(member, "ServiceImport", &i.metadata));
+        }
+        let derived = atoll_core::derived::derived_service_name(ns, name);
+        if let Some(s) = Api::<Service>::namespaced(member.client.clone(), ns)
+            .get_opt(&derived)
+            .await?
+        {
+            out.push(entry(member, "Service", &s.metadata));
+        }
+        for slice in mcs_slices(member, ns, name).await? {
+            out.push(entry(member, "EndpointSlice", &slice.metadata));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
