@@ -16,6 +16,9 @@ if [ ${#clusters[@]} -eq 0 ]; then
   for d in "$ATOLL_ENV_DIR"/kwok/clusters/*/; do [ -d "$d" ] && clusters+=("$(basename "$d")"); done
 fi
 
+# Admin (metrics/health) port of cluster cN's agent: 9470 + N.
+admin_port() { echo $((9470 + ${1#c})); }
+
 running() { [ -f "$DIR/$1.pid" ] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
 
 start() {
@@ -23,7 +26,8 @@ start() {
   if running "$c"; then return 0; fi
   [ -x "$ATOLL" ] || die "$ATOLL is missing: run 'cargo build -p atoll'"
   RUST_LOG=${RUST_LOG:-info,kube=warn} NO_COLOR=1 nohup "$ATOLL" agent --cluster-id "$c" \
-    --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$c" --hub-context kwok-c1 >>"$DIR/$c.log" 2>&1 &
+    --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$c" --hub-context kwok-c1 \
+    --admin-address "127.0.0.1:$(admin_port "$c")" >>"$DIR/$c.log" 2>&1 &
   echo $! >"$DIR/$c.pid"
   log "agent $c started (pid $!, log $DIR/$c.log)"
 }

@@ -6,11 +6,13 @@
 //! them with what the stores observed, and writes only the differences with server-side apply
 //! ([`writer`]). Nothing is written or deleted before every watch has listed once.
 
+pub mod metrics;
 pub mod reconcile;
 pub mod stores;
 pub mod writer;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use atoll_core::ClusterId;
@@ -39,6 +41,14 @@ impl std::fmt::Debug for AgentConfig {
     }
 }
 
+/// What the agent reports about itself: metrics, and readiness (true once the first full pass
+/// after every watch listed has run).
+#[derive(Debug, Clone, Default)]
+pub struct Telemetry {
+    pub metrics: metrics::Metrics,
+    pub ready: Arc<AtomicBool>,
+}
+
 /// Why the agent stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -52,13 +62,14 @@ pub enum Error {
 /// Runs the agent until `shutdown` resolves.
 pub async fn run(
     config: AgentConfig,
+    telemetry: Telemetry,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), Error> {
     writer::ensure_hub_namespace(&config.hub, config.cluster_id.as_str()).await?;
     let trigger = Arc::new(Notify::new());
     let stores = stores::Stores::start(&config, trigger.clone());
     tokio::select! {
-        () = reconcile::run_loop(&config, &stores, &trigger) => Ok(()),
+        () = reconcile::run_loop(&config, &stores, &trigger, &telemetry) => Ok(()),
         () = shutdown => {
             tracing::info!("shutting down");
             Ok(())

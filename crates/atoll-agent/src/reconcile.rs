@@ -3,6 +3,7 @@
 //! had errors, every few seconds.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,27 +25,49 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::AgentConfig;
+use crate::metrics::Metrics;
 use crate::stores::Stores;
 use crate::writer::{self, WriteCounter, already_applied};
+use crate::{AgentConfig, Telemetry};
 
 /// (namespace, name) of a service.
 type ServiceKey = (String, String);
 
 /// State kept across passes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Context {
     /// API writes so far.
     pub writes: WriteCounter,
+    /// Metrics to update.
+    pub metrics: Metrics,
     /// Malformed hub records already reported (uid@resourceVersion), so each is logged once.
     reported: Mutex<BTreeSet<String>>,
+    /// Imports this member holds, to measure export-to-import latency once per import.
+    imported: Mutex<BTreeSet<ServiceKey>>,
+}
+
+impl Context {
+    /// Fresh state feeding `metrics`.
+    pub fn new(metrics: Metrics) -> Self {
+        Self {
+            writes: WriteCounter::new(metrics.writes.clone()),
+            metrics,
+            reported: Mutex::default(),
+            imported: Mutex::default(),
+        }
+    }
 }
 
 /// Runs passes forever: first once every watch has listed, then after each change.
-pub async fn run_loop(config: &AgentConfig, stores: &Stores, trigger: &Notify) {
+pub async fn run_loop(
+    config: &AgentConfig,
+    stores: &Stores,
+    trigger: &Notify,
+    telemetry: &Telemetry,
+) {
     stores.wait_until_ready().await;
     tracing::info!(cluster = %config.cluster_id, "every watch has listed once; reconciling");
-    let context = Arc::new(Context::default());
+    let context = Context::new(telemetry.metrics.clone());
     let mut had_errors = false;
     loop {
         if had_errors {
@@ -59,6 +82,12 @@ pub async fn run_loop(config: &AgentConfig, stores: &Stores, trigger: &Notify) {
         let started = Instant::now();
         let before = context.writes.total();
         let errors = reconcile_once(config, stores, &context).await;
+        telemetry.ready.store(true, Ordering::Relaxed);
+        context
+            .metrics
+            .reconcile_seconds
+            .observe(started.elapsed().as_secs_f64());
+        context.metrics.write_errors.inc_by(errors as u64);
         let writes = context.writes.total() - before;
         if writes > 0 || errors > 0 {
             tracing::info!(
@@ -264,8 +293,10 @@ fn record_problem(record: &ExportedService) -> Option<String> {
 /// Every trusted record on the hub, merged per service.
 fn merge_records(stores: &Stores, context: &Context) -> BTreeMap<ServiceKey, MergedService> {
     let mut groups: BTreeMap<ServiceKey, Vec<ExportedServiceSpec>> = BTreeMap::new();
+    let (mut trusted, mut rejected) = (0, 0);
     for record in stores.records.state() {
         if let Some(problem) = record_problem(&record) {
+            rejected += 1;
             let key = format!(
                 "{}@{}",
                 record.uid().unwrap_or_default(),
@@ -284,14 +315,23 @@ fn merge_records(stores: &Stores, context: &Context) -> BTreeMap<ServiceKey, Mer
             .entry((record.spec.namespace.clone(), record.spec.name.clone()))
             .or_default()
             .push(record.spec.clone());
+        trusted += 1;
     }
-    groups
+    context.metrics.records.set(trusted);
+    context.metrics.records_rejected.set(rejected);
+    let merged: BTreeMap<ServiceKey, MergedService> = groups
         .into_iter()
         .filter_map(|(key, records)| {
             let refs: Vec<&ExportedServiceSpec> = records.iter().collect();
             merge(&refs).map(|m| (key, m))
         })
-        .collect()
+        .collect();
+    let conflicts = merged.values().filter(|m| m.conflicts.any()).count();
+    context
+        .metrics
+        .conflicts
+        .set(i64::try_from(conflicts).unwrap_or(i64::MAX));
+    merged
 }
 
 fn condition(
@@ -419,10 +459,13 @@ async fn import(
                 && annotations_current(o, &desired)
         });
         if !spec_current {
-            errors.note(
+            let applied = errors.note(
                 "applying ServiceImport",
                 writer::apply(&imports, &desired, &context.writes).await,
             );
+            if observed.is_none() && applied.is_some() {
+                observe_import_latency(context, m, ns, name);
+            }
         }
         let previous = observed
             .as_ref()
@@ -480,6 +523,10 @@ async fn import(
         }
     }
 
+    context
+        .metrics
+        .imports
+        .set(i64::try_from(want_imports.len()).unwrap_or(i64::MAX));
     // Remove what we own and no longer want.
     for import in stores.imports.state() {
         let key = (import.namespace().unwrap_or_default(), import.name_any());
@@ -513,6 +560,22 @@ async fn import(
                 writer::delete(&api, &key.1, &context.writes).await,
             );
         }
+    }
+}
+
+/// Records export-to-import latency the first time this agent creates an import, measured from
+/// the oldest constituent export's creation.
+fn observe_import_latency(context: &Context, merged: &MergedService, ns: &str, name: &str) {
+    let first_time = context
+        .imported
+        .lock()
+        .is_ok_and(|mut seen| seen.insert((ns.to_owned(), name.to_owned())));
+    if first_time {
+        let age = Timestamp::now().duration_since(merged.oldest_export.0);
+        context
+            .metrics
+            .export_to_import_seconds
+            .observe(age.as_secs_f64().max(0.0));
     }
 }
 

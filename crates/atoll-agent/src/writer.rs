@@ -1,9 +1,8 @@
 //! The only code that writes: server-side apply with one field manager, deletes that tolerate
 //! objects already gone, and the comparisons that keep the steady state at zero writes.
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -12,30 +11,44 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
 use crate::Error;
+use crate::metrics::WriteLabels;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "atoll-agent";
 
-/// Counts API writes by (kind, verb) for logs and metrics.
+/// Counts API writes: a total for logs, and by (kind, verb) in the metrics.
 #[derive(Debug, Default)]
-pub struct WriteCounter(Mutex<BTreeMap<(String, &'static str), u64>>);
+pub struct WriteCounter {
+    total: AtomicU64,
+    by_kind: Family<WriteLabels, Counter>,
+}
 
 impl WriteCounter {
-    fn add(&self, kind: &str, verb: &'static str) {
-        if let Ok(mut map) = self.0.lock() {
-            *map.entry((kind.to_owned(), verb)).or_default() += 1;
+    /// A counter that also feeds the `api_writes` metric family.
+    pub fn new(by_kind: Family<WriteLabels, Counter>) -> Self {
+        Self {
+            total: AtomicU64::new(0),
+            by_kind,
         }
+    }
+
+    fn add(&self, kind: &str, verb: &'static str) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        self.by_kind
+            .get_or_create(&WriteLabels {
+                kind: kind.to_owned(),
+                verb: verb.to_owned(),
+            })
+            .inc();
     }
 
     /// Total writes so far.
     pub fn total(&self) -> u64 {
-        self.0.lock().map(|m| m.values().sum()).unwrap_or(0)
-    }
-
-    /// A copy of the counts.
-    pub fn snapshot(&self) -> BTreeMap<(String, &'static str), u64> {
-        self.0.lock().map(|m| m.clone()).unwrap_or_default()
+        self.total.load(Ordering::Relaxed)
     }
 }
 

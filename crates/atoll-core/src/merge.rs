@@ -116,6 +116,8 @@ pub struct MergedService {
     pub clusters: Vec<String>,
     /// The cluster whose export has precedence.
     pub winner: String,
+    /// Creation time of the winner's (the oldest) export.
+    pub oldest_export: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
     /// The verdict for every constituent export.
     pub conflicts: Conflicts,
     /// For each exporting cluster, the import ports its Service really exposes: traffic to a
@@ -251,6 +253,7 @@ pub fn merge(records: &[&ExportedServiceSpec]) -> Option<MergedService> {
         annotations: winner.exported_annotations.clone(),
         clusters,
         winner: winner.cluster.clone(),
+        oldest_export: winner.export_created.clone(),
         conflicts,
         cluster_ports,
     })

@@ -29,6 +29,9 @@ pub struct Args {
     /// Milliseconds to wait after a change before reconciling, to batch bursts of events.
     #[arg(long, default_value_t = 10)]
     pub debounce_ms: u64,
+    /// Address of the admin HTTP server (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "127.0.0.1:9470")]
+    pub admin_address: std::net::SocketAddr,
 }
 
 /// Runs the agent until SIGINT or SIGTERM.
@@ -44,7 +47,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         hub,
         debounce: Duration::from_millis(args.debounce_ms),
     };
-    atoll_agent::run(config, shutdown_signal())
+    let telemetry = atoll_agent::Telemetry::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    telemetry.metrics.register(&mut registry);
+    let admin = super::admin::serve(args.admin_address, registry, telemetry.ready.clone()).await?;
+    tracing::info!(address = %admin, "admin server listening");
+    atoll_agent::run(config, telemetry, shutdown_signal())
         .await
         .context("agent stopped")
 }

@@ -63,7 +63,16 @@ mod tests {
         for doc in docs {
             let crd: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
             assert_eq!(crd["kind"], "CustomResourceDefinition");
-            assert_eq!(crd["spec"]["versions"][1]["storage"], true);
+            let versions = crd["spec"]["versions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let storage = versions.iter().filter(|v| v["storage"] == true).count();
+            assert_eq!(
+                storage, 1,
+                "exactly one storage version in {}",
+                crd["metadata"]["name"]
+            );
         }
     }
 }

@@ -1,0 +1,99 @@
+//! Prometheus metrics of the agent.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of an API write.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    pub kind: String,
+    pub verb: String,
+}
+
+/// Every metric the agent exports.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// Hub records seen in the last pass, trusted ones only.
+    pub records: Gauge,
+    /// Hub records ignored as malformed in the last pass.
+    pub records_rejected: Gauge,
+    /// ServiceImports this member should hold.
+    pub imports: Gauge,
+    /// Imported services whose exports conflict.
+    pub conflicts: Gauge,
+    /// API writes by kind and verb.
+    pub writes: Family<WriteLabels, Counter>,
+    /// Failed API writes.
+    pub write_errors: Counter,
+    /// Duration of reconcile passes.
+    pub reconcile_seconds: Histogram,
+    /// From a ServiceExport's creation to this member first holding the ServiceImport
+    /// (creation timestamps have 1 s resolution, so this is coarse).
+    pub export_to_import_seconds: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            records: Gauge::default(),
+            records_rejected: Gauge::default(),
+            imports: Gauge::default(),
+            conflicts: Gauge::default(),
+            writes: Family::default(),
+            write_errors: Counter::default(),
+            reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            export_to_import_seconds: Histogram::new(exponential_buckets(0.05, 2.0, 12)),
+        }
+    }
+}
+
+impl Metrics {
+    /// Registers every metric under the `atoll_agent` prefix.
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("atoll_agent");
+        r.register(
+            "hub_records",
+            "Trusted ExportedService records on the hub",
+            self.records.clone(),
+        );
+        r.register(
+            "hub_records_rejected",
+            "Malformed hub records ignored",
+            self.records_rejected.clone(),
+        );
+        r.register(
+            "imports",
+            "ServiceImports this member holds",
+            self.imports.clone(),
+        );
+        r.register(
+            "conflicts",
+            "Imported services whose exports conflict",
+            self.conflicts.clone(),
+        );
+        r.register(
+            "api_writes",
+            "API writes by kind and verb",
+            self.writes.clone(),
+        );
+        r.register(
+            "api_write_errors",
+            "Failed API writes",
+            self.write_errors.clone(),
+        );
+        r.register(
+            "reconcile_seconds",
+            "Duration of reconcile passes",
+            self.reconcile_seconds.clone(),
+        );
+        r.register(
+            "export_to_import_seconds",
+            "Time from ServiceExport creation to the ServiceImport existing in this member",
+            self.export_to_import_seconds.clone(),
+        );
+    }
+}
