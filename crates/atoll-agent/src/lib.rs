@@ -6,6 +6,7 @@
 //! them with what the stores observed, and writes only the differences with server-side apply
 //! ([`writer`]). Nothing is written or deleted before every watch has listed once.
 
+pub mod events;
 pub mod metrics;
 pub mod reconcile;
 pub mod stores;

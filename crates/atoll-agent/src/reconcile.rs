@@ -20,11 +20,14 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
 
+use crate::events;
 use crate::metrics::Metrics;
 use crate::stores::Stores;
 use crate::writer::{self, WriteCounter, already_applied};
@@ -34,7 +37,6 @@ use crate::{AgentConfig, Telemetry};
 type ServiceKey = (String, String);
 
 /// State kept across passes.
-#[derive(Debug)]
 pub struct Context {
     /// API writes so far.
     pub writes: WriteCounter,
@@ -44,12 +46,23 @@ pub struct Context {
     reported: Mutex<BTreeSet<String>>,
     /// Imports this member holds, to measure export-to-import latency once per import.
     imported: Mutex<BTreeSet<ServiceKey>>,
+    /// Publishes Events on ServiceExports.
+    recorder: Recorder,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("writes", &self.writes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Context {
     /// Fresh state feeding `metrics`.
-    pub fn new(metrics: Metrics) -> Self {
+    pub fn new(metrics: Metrics, recorder: Recorder) -> Self {
         Self {
+            recorder,
             writes: WriteCounter::new(metrics.writes.clone()),
             metrics,
             reported: Mutex::default(),
@@ -67,7 +80,14 @@ pub async fn run_loop(
 ) {
     stores.wait_until_ready().await;
     tracing::info!(cluster = %config.cluster_id, "every watch has listed once; reconciling");
-    let context = Context::new(telemetry.metrics.clone());
+    let reporter = Reporter {
+        controller: "atoll-agent".to_owned(),
+        instance: Some(config.cluster_id.to_string()),
+    };
+    let context = Context::new(
+        telemetry.metrics.clone(),
+        Recorder::new(config.member.clone(), reporter),
+    );
     let mut had_errors = false;
     loop {
         if had_errors {
@@ -663,6 +683,12 @@ async fn export_status(
         }
         if same_conditions(&previous, &conditions) {
             continue;
+        }
+        for event in events::transitions(&previous, &conditions) {
+            let reference = export.object_ref(&());
+            if let Err(error) = context.recorder.publish(&event, &reference).await {
+                tracing::warn!(%error, export = %name, "publishing an Event failed");
+            }
         }
         let api: Api<ServiceExport> = Api::namespaced(config.member.clone(), &ns);
         let partial = json!({
