@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo test lint tools env-up env-down build conformance
+.PHONY: help demo test lint tools env-up env-down build conformance bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ env-up: tools build ## Start the local ClusterSet (3 kwok clusters on 127.0.0.1)
 
 env-down: ## Stop exactly what env-up started
 	hack/env-down.sh
+
+bench: ## Propagation benchmark (release build): latencies, writes per change, idle writes
+	hack/bench.sh
 
 conformance: ## MCS conformance specs (API-level, C1-C15, C22, C23) on the local ClusterSet
 	hack/conformance.sh
