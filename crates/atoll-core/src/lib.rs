@@ -8,6 +8,7 @@
 
 pub mod cluster_id;
 pub mod derived;
+pub mod dns;
 pub mod export;
 pub mod import;
 pub mod merge;

@@ -1,0 +1,151 @@
+//! Answering one query from a [`Zone`].
+
+use super::wire::{self, ParseError, Query, parse_query, push_header, push_opt, rcode};
+use super::zone::{Missing, RrSet, Zone};
+
+/// The UDP payload size Atoll advertises in its own OPT record (the DNS flag day value).
+pub const ADVERTISED_PAYLOAD: u16 = 1232;
+/// Extended DNS Error info codes (RFC 8914).
+const EDE_OTHER: u16 = 0;
+const EDE_NOT_READY: u16 = 14;
+
+/// What happened to a packet, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// The response code sent, or `None` when the packet was dropped (nothing to answer).
+    pub rcode: Option<u8>,
+    /// The query type, when the packet parsed.
+    pub qtype: Option<u16>,
+    /// Whether the UDP answer was truncated.
+    pub truncated: bool,
+}
+
+/// Writes into `out` the response to `packet`. `max_len` is the transport's limit: `None` for
+/// TCP (65535), otherwise UDP, where the requester's EDNS size (or 512) applies. `out` is left
+/// empty when the packet must be dropped.
+pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outcome {
+    out.clear();
+    let query = match parse_query(packet) {
+        Ok(q) => q,
+        Err(ParseError::Unanswerable) => {
+            return Outcome {
+                rcode: None,
+                qtype: None,
+                truncated: false,
+            };
+        }
+        Err(ParseError::Reply { id, rcode }) => {
+            push_header(out, id, false, false, false, rcode, [0; 4]);
+            return Outcome {
+                rcode: Some(rcode),
+                qtype: None,
+                truncated: false,
+            };
+        }
+    };
+    let limit = if tcp {
+        usize::from(u16::MAX)
+    } else {
+        usize::from(query.edns_payload.unwrap_or(512))
+    };
+    let qtype = Some(query.qtype);
+    let (code, set, authority, ede) = classify(zone, &query);
+    let empty = RrSet::default();
+    let set = set.unwrap_or(&empty);
+    let soa: &[u8] = if authority { &zone.soa } else { &[] };
+    let opt = u16::from(query.edns_payload.is_some());
+    let counts = [
+        1,
+        set.answer_count,
+        u16::from(authority),
+        set.additional_count + opt,
+    ];
+    let aa = matches!(code, rcode::NOERROR | rcode::NXDOMAIN);
+    push_header(
+        out,
+        query.id,
+        query.recursion_desired,
+        aa,
+        false,
+        code,
+        counts,
+    );
+    out.extend_from_slice(query.question);
+    out.extend_from_slice(&set.answers);
+    out.extend_from_slice(soa);
+    out.extend_from_slice(&set.additional);
+    if query.edns_payload.is_some() {
+        push_opt(out, ADVERTISED_PAYLOAD, ede);
+    }
+    let mut truncated = false;
+    if out.len() > limit {
+        // Too big for this transport: header and question only, TC set; the client retries
+        // over TCP and gets everything.
+        out.clear();
+        push_header(
+            out,
+            query.id,
+            query.recursion_desired,
+            aa,
+            true,
+            code,
+            [1, 0, 0, opt],
+        );
+        out.extend_from_slice(query.question);
+        if query.edns_payload.is_some() {
+            push_opt(out, ADVERTISED_PAYLOAD, None);
+        }
+        truncated = true;
+    }
+    Outcome {
+        rcode: Some(code),
+        qtype,
+        truncated,
+    }
+}
+
+/// (rcode, record set, SOA in authority?, extended error) for a parsed query.
+fn classify<'z>(
+    zone: &'z Zone,
+    query: &Query<'_>,
+) -> (u8, Option<&'z RrSet>, bool, Option<(u16, &'static str)>) {
+    if query.qclass != wire::CLASS_IN {
+        return (rcode::REFUSED, None, false, None);
+    }
+    let name = query.name();
+    if !under(name, &zone.apex) {
+        // Never an open resolver.
+        return (rcode::REFUSED, None, false, None);
+    }
+    if !zone.synced {
+        return (
+            rcode::SERVFAIL,
+            None,
+            false,
+            Some((EDE_NOT_READY, "not yet synced with the cluster")),
+        );
+    }
+    match zone.nodes.get(name) {
+        Some(node) => match node.sets.iter().find(|(t, _)| *t == query.qtype) {
+            Some((_, set)) => (rcode::NOERROR, Some(set), false, None),
+            None => (rcode::NOERROR, None, true, None),
+        },
+        None => {
+            let why: Missing = zone.why_missing(name);
+            (rcode::NXDOMAIN, None, true, Some((EDE_OTHER, why.text())))
+        }
+    }
+}
+
+/// Whether wire name `name` equals `apex` or ends with it at a label boundary.
+fn under(name: &[u8], apex: &[u8]) -> bool {
+    if name.len() < apex.len() || !name.ends_with(apex) {
+        return false;
+    }
+    // Walk the labels to make sure the suffix starts at a label boundary.
+    let mut at = 0;
+    while at < name.len() - apex.len() {
+        at += usize::from(name[at]) + 1;
+    }
+    at == name.len() - apex.len()
+}

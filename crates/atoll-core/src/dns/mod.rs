@@ -1,0 +1,14 @@
+//! The `clusterset.local` zone (mcs-spec.md §3): built from ServiceImports and MCS
+//! EndpointSlices into an immutable [`Zone`] whose record sets are pre-encoded, then queried by
+//! [`answer`], which only parses, looks up and copies bytes.
+
+mod answer;
+mod wire;
+mod zone;
+
+pub use answer::{Outcome, answer};
+pub use wire::{MAX_NAME, ParseError, Query, encode_name, parse_query, rcode, rtype};
+pub use zone::{Missing, Zone, ZoneConfig};
+
+#[cfg(test)]
+mod tests;

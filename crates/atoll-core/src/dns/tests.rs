@@ -1,0 +1,488 @@
+//! The record table of mcs-spec.md §3, checked by decoding our responses with hickory-proto (an
+//! independent implementation of the wire format).
+
+use std::net::IpAddr;
+
+use atoll_api::labels;
+use atoll_api::multicluster::{ServiceImportSpec, ServiceImportType, ServicePort};
+use atoll_api::v1beta1::ServiceImport;
+use hickory_proto::op::{Edns, Message, Query as HQuery, ResponseCode};
+use hickory_proto::rr::{Name, RData, RecordType};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use proptest::prelude::*;
+
+use super::*;
+
+fn mk_import(
+    ns: &str,
+    name: &str,
+    type_: ServiceImportType,
+    ips: &[&str],
+    ports: &[(&str, &str, i32)],
+) -> ServiceImport {
+    let mut spec = ServiceImportSpec::new(type_);
+    spec.ips = ips.iter().map(|s| (*s).to_owned()).collect();
+    spec.ports = ports
+        .iter()
+        .map(|(n, p, port)| ServicePort {
+            name: (!n.is_empty()).then(|| (*n).to_owned()),
+            protocol: Some((*p).to_owned()),
+            app_protocol: None,
+            port: *port,
+        })
+        .collect();
+    let mut import = ServiceImport::new(name, Some(spec));
+    import.metadata.namespace = Some(ns.to_owned());
+    import
+}
+
+/// An MCS slice: endpoints are (address, hostname, ready).
+fn mk_slice(
+    ns: &str,
+    svc: &str,
+    cluster: &str,
+    family: &str,
+    endpoints: &[(&str, Option<&str>, bool)],
+) -> EndpointSlice {
+    EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(format!("{svc}-{cluster}-{family}")),
+            namespace: Some(ns.to_owned()),
+            labels: Some(
+                [
+                    (labels::SERVICE_NAME, svc),
+                    (labels::SOURCE_CLUSTER, cluster),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            ),
+            ..Default::default()
+        },
+        address_type: family.to_owned(),
+        endpoints: endpoints
+            .iter()
+            .map(|(a, h, ready)| Endpoint {
+                addresses: vec![(*a).to_owned()],
+                hostname: h.map(str::to_owned),
+                conditions: Some(EndpointConditions {
+                    ready: Some(*ready),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect(),
+        ports: Some(vec![
+            EndpointPort {
+                name: Some("tcp".into()),
+                protocol: Some("TCP".into()),
+                port: Some(42),
+                app_protocol: None,
+            },
+            EndpointPort {
+                name: Some("udp".into()),
+                protocol: Some("UDP".into()),
+                port: Some(42),
+                app_protocol: None,
+            },
+        ]),
+    }
+}
+
+fn zone() -> Zone {
+    let hello = mk_import(
+        "demo",
+        "hello",
+        ServiceImportType::ClusterSetIP,
+        &["10.96.0.10", "fd00::10"],
+        &[("tcp", "TCP", 42), ("udp", "UDP", 42)],
+    );
+    let web = mk_import(
+        "demo",
+        "web",
+        ServiceImportType::Headless,
+        &[],
+        &[("tcp", "TCP", 42), ("udp", "UDP", 42)],
+    );
+    let idle = mk_import(
+        "demo",
+        "idle",
+        ServiceImportType::Headless,
+        &[],
+        &[("tcp", "TCP", 42)],
+    );
+    let s1 = mk_slice(
+        "demo",
+        "web",
+        "c1",
+        "IPv4",
+        &[
+            ("10.201.0.1", Some("web-0"), true),
+            ("10.201.0.2", None, true),
+            ("10.201.0.3", None, false),
+        ],
+    );
+    let s2 = mk_slice(
+        "demo",
+        "web",
+        "c2",
+        "IPv4",
+        &[("10.202.0.1", Some("web-0"), true)],
+    );
+    let s3 = mk_slice("demo", "idle", "c1", "IPv4", &[("10.201.0.9", None, false)]);
+    Zone::build(
+        &ZoneConfig::default(),
+        &[&hello, &web, &idle],
+        &[&s1, &s2, &s3],
+    )
+}
+
+fn ask_with(
+    zone: &Zone,
+    name: &str,
+    rtype: RecordType,
+    edns: Option<u16>,
+    tcp: bool,
+) -> (Message, Vec<u8>) {
+    let mut query = Message::query();
+    query.metadata.id = 4242;
+    query.metadata.recursion_desired = true;
+    query.add_query(HQuery::query(Name::from_ascii(name).unwrap(), rtype));
+    if let Some(size) = edns {
+        let mut e = Edns::new();
+        e.set_max_payload(size);
+        query.set_edns(e);
+    }
+    let mut out = Vec::new();
+    answer(zone, &query.to_vec().unwrap(), tcp, &mut out);
+    (Message::from_vec(&out).unwrap(), out)
+}
+
+fn ask(zone: &Zone, name: &str, rtype: RecordType) -> Message {
+    ask_with(zone, name, rtype, None, false).0
+}
+
+fn ips(m: &Message) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = m
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some(IpAddr::V4(a.0)),
+            RData::AAAA(a) => Some(IpAddr::V6(a.0)),
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn srv(m: &Message) -> Vec<(String, u16)> {
+    let mut out: Vec<(String, u16)> = m
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::SRV(s) => Some((s.target.to_ascii(), s.port)),
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn clusterset_ip_answers_a_and_aaaa_from_spec_ips() {
+    let z = zone();
+    let a = ask(&z, "hello.demo.svc.clusterset.local.", RecordType::A);
+    assert_eq!(a.metadata.response_code, ResponseCode::NoError);
+    assert!(a.metadata.authoritative);
+    assert_eq!(ips(&a), vec![ip("10.96.0.10")]);
+    assert_eq!(a.answers[0].ttl, 5);
+    assert_eq!(
+        ips(&ask(
+            &z,
+            "hello.demo.svc.clusterset.local.",
+            RecordType::AAAA
+        )),
+        vec![ip("fd00::10")]
+    );
+}
+
+#[test]
+fn bare_srv_is_deduplicated_per_target_and_port() {
+    // Conformance C17: tcp/42 + udp/42 give exactly one SRV record.
+    let m = ask(&zone(), "hello.demo.svc.clusterset.local.", RecordType::SRV);
+    assert_eq!(
+        srv(&m),
+        vec![("hello.demo.svc.clusterset.local.".to_owned(), 42)]
+    );
+    assert!(
+        !m.additionals.is_empty(),
+        "targets' addresses go in the additional section"
+    );
+    let named = ask(
+        &zone(),
+        "_udp._udp.hello.demo.svc.clusterset.local.",
+        RecordType::SRV,
+    );
+    assert_eq!(
+        srv(&named),
+        vec![("hello.demo.svc.clusterset.local.".to_owned(), 42)]
+    );
+    let wrong_proto = ask(
+        &zone(),
+        "_udp._tcp.hello.demo.svc.clusterset.local.",
+        RecordType::SRV,
+    );
+    assert_eq!(wrong_proto.metadata.response_code, ResponseCode::NXDomain);
+}
+
+#[test]
+fn headless_answers_ready_endpoints_of_every_cluster() {
+    let z = zone();
+    let m = ask(&z, "web.demo.svc.clusterset.local.", RecordType::A);
+    assert_eq!(
+        ips(&m),
+        vec![ip("10.201.0.1"), ip("10.201.0.2"), ip("10.202.0.1")]
+    );
+    // Per-endpoint names: explicit hostname, or the dashed address.
+    assert_eq!(
+        ips(&ask(
+            &z,
+            "web-0.c1.web.demo.svc.clusterset.local.",
+            RecordType::A
+        )),
+        vec![ip("10.201.0.1")]
+    );
+    assert_eq!(
+        ips(&ask(
+            &z,
+            "web-0.c2.web.demo.svc.clusterset.local.",
+            RecordType::A
+        )),
+        vec![ip("10.202.0.1")]
+    );
+    assert_eq!(
+        ips(&ask(
+            &z,
+            "10-201-0-2.c1.web.demo.svc.clusterset.local.",
+            RecordType::A
+        )),
+        vec![ip("10.201.0.2")]
+    );
+    // Not-ready endpoints are not served.
+    let unready = ask(
+        &z,
+        "10-201-0-3.c1.web.demo.svc.clusterset.local.",
+        RecordType::A,
+    );
+    assert_eq!(unready.metadata.response_code, ResponseCode::NXDomain);
+}
+
+#[test]
+fn headless_srv_has_one_record_per_endpoint_and_port() {
+    let m = ask(&zone(), "web.demo.svc.clusterset.local.", RecordType::SRV);
+    let targets = srv(&m);
+    assert_eq!(targets.len(), 3, "{targets:?}");
+    assert!(targets.iter().all(|(_, port)| *port == 42));
+    assert!(
+        targets
+            .iter()
+            .any(|(t, _)| t == "10-201-0-2.c1.web.demo.svc.clusterset.local.")
+    );
+    let named = ask(
+        &zone(),
+        "_tcp._tcp.web.demo.svc.clusterset.local.",
+        RecordType::SRV,
+    );
+    assert_eq!(srv(&named).len(), 3);
+}
+
+#[test]
+fn nxdomain_and_nodata_follow_the_digest() {
+    let z = zone();
+    for (name, expected) in [
+        ("nope.demo.svc.clusterset.local.", ResponseCode::NXDomain),
+        ("hello.other.svc.clusterset.local.", ResponseCode::NXDomain),
+        ("c1.web.demo.svc.clusterset.local.", ResponseCode::NXDomain),
+        ("idle.demo.svc.clusterset.local.", ResponseCode::NXDomain),
+        (
+            "a.b.c.hello.demo.svc.clusterset.local.",
+            ResponseCode::NXDomain,
+        ),
+        ("demo.svc.clusterset.local.", ResponseCode::NoError),
+        ("svc.clusterset.local.", ResponseCode::NoError),
+    ] {
+        let m = ask(&z, name, RecordType::A);
+        assert_eq!(m.metadata.response_code, expected, "{name}");
+        assert!(m.answers.is_empty(), "{name}");
+        assert_eq!(m.authorities.len(), 1, "{name}: SOA in authority");
+        assert_eq!(m.authorities[0].record_type(), RecordType::SOA);
+    }
+    // AAAA on a ClusterSetIP service with only IPv4 would be NODATA; TXT on a service too.
+    let nodata = ask(&z, "hello.demo.svc.clusterset.local.", RecordType::TXT);
+    assert_eq!(nodata.metadata.response_code, ResponseCode::NoError);
+    assert!(nodata.answers.is_empty());
+}
+
+#[test]
+fn extended_errors_say_why_with_edns() {
+    let z = zone();
+    let (m, raw) = ask_with(
+        &z,
+        "idle.demo.svc.clusterset.local.",
+        RecordType::A,
+        Some(1232),
+        false,
+    );
+    assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
+    assert!(m.edns.is_some());
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.contains("no ready endpoints"), "EDE text missing");
+    let (_, raw) = ask_with(
+        &z,
+        "x.nowhere.svc.clusterset.local.",
+        RecordType::A,
+        Some(1232),
+        false,
+    );
+    assert!(String::from_utf8_lossy(&raw).contains("namespace"));
+}
+
+#[test]
+fn apex_version_and_case_insensitivity() {
+    let z = zone();
+    let soa = ask(&z, "clusterset.local.", RecordType::SOA);
+    assert_eq!(soa.answers[0].record_type(), RecordType::SOA);
+    assert_eq!(
+        ask(&z, "clusterset.local.", RecordType::NS).answers.len(),
+        1
+    );
+    let txt = ask(&z, "dns-version.clusterset.local.", RecordType::TXT);
+    assert_eq!(txt.answers[0].ttl, 28800);
+    assert!(
+        txt.answers[0].data.to_string().contains("1.0.0"),
+        "{}",
+        txt.answers[0].data
+    );
+    let mixed = ask(&z, "HeLLo.DEMO.svc.ClusterSet.Local.", RecordType::A);
+    assert_eq!(ips(&mixed), vec![ip("10.96.0.10")]);
+    assert_eq!(
+        mixed.queries[0].name().to_ascii(),
+        "HeLLo.DEMO.svc.ClusterSet.Local.",
+        "question echoed as sent"
+    );
+}
+
+#[test]
+fn outside_the_zone_is_refused_and_unsynced_is_servfail() {
+    let z = zone();
+    assert_eq!(
+        ask(&z, "example.com.", RecordType::A)
+            .metadata
+            .response_code,
+        ResponseCode::Refused
+    );
+    assert_eq!(
+        ask(&z, "notclusterset.local.", RecordType::A)
+            .metadata
+            .response_code,
+        ResponseCode::Refused
+    );
+    let cold = Zone::unsynced(&ZoneConfig::default());
+    assert_eq!(
+        ask(&cold, "hello.demo.svc.clusterset.local.", RecordType::A)
+            .metadata
+            .response_code,
+        ResponseCode::ServFail
+    );
+}
+
+#[test]
+fn large_answers_truncate_over_udp_but_not_tcp() {
+    let endpoints: Vec<(String, Option<&str>, bool)> = (0..100)
+        .map(|i| (format!("10.201.{}.{}", i / 200, i % 200 + 1), None, true))
+        .collect();
+    let refs: Vec<(&str, Option<&str>, bool)> = endpoints
+        .iter()
+        .map(|(a, h, r)| (a.as_str(), *h, *r))
+        .collect();
+    let big = mk_import(
+        "demo",
+        "big",
+        ServiceImportType::Headless,
+        &[],
+        &[("tcp", "TCP", 42)],
+    );
+    let slice = mk_slice("demo", "big", "c1", "IPv4", &refs);
+    let z = Zone::build(&ZoneConfig::default(), &[&big], &[&slice]);
+    let (udp, raw) = ask_with(
+        &z,
+        "big.demo.svc.clusterset.local.",
+        RecordType::A,
+        None,
+        false,
+    );
+    assert!(udp.metadata.truncation && udp.answers.is_empty() && raw.len() <= 512);
+    let (edns, _) = ask_with(
+        &z,
+        "big.demo.svc.clusterset.local.",
+        RecordType::A,
+        Some(4096),
+        false,
+    );
+    assert!(!edns.metadata.truncation);
+    assert_eq!(edns.answers.len(), 100);
+    let (tcp, _) = ask_with(
+        &z,
+        "big.demo.svc.clusterset.local.",
+        RecordType::A,
+        None,
+        true,
+    );
+    assert_eq!(tcp.answers.len(), 100);
+}
+
+#[test]
+fn malformed_packets_get_formerr_or_nothing() {
+    let z = zone();
+    let mut out = Vec::new();
+    assert_eq!(answer(&z, &[1, 2, 3], false, &mut out).rcode, None);
+    assert!(out.is_empty());
+    // A header claiming two questions.
+    let packet = [0xab, 0xcd, 0x01, 0x00, 0, 2, 0, 0, 0, 0, 0, 0];
+    assert_eq!(
+        answer(&z, &packet, false, &mut out).rcode,
+        Some(rcode::FORMERR)
+    );
+    assert_eq!(&out[..2], &[0xab, 0xcd]);
+    // A response is never answered.
+    let response = [0xab, 0xcd, 0x81, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    assert_eq!(answer(&z, &response, false, &mut out).rcode, None);
+}
+
+proptest! {
+    #[test]
+    fn no_input_panics_and_every_answer_parses(packet in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let z = zone();
+        let mut out = Vec::new();
+        answer(&z, &packet, false, &mut out);
+        if !out.is_empty() && out.len() > 12 {
+            prop_assert!(Message::from_vec(&out).is_ok(), "unparseable response to {packet:?}");
+        }
+    }
+
+    #[test]
+    fn mutated_real_queries_never_panic(flip in 0usize..60, byte in any::<u8>()) {
+        let mut query = Message::query();
+        query.add_query(HQuery::query(Name::from_ascii("web.demo.svc.clusterset.local.").unwrap(), RecordType::SRV));
+        let mut packet = query.to_vec().unwrap();
+        if flip < packet.len() { packet[flip] = byte; }
+        let mut out = Vec::new();
+        answer(&zone(), &packet, false, &mut out);
+    }
+}
