@@ -20,12 +20,17 @@ enum Command {
     Crds(cmd::crds::Args),
     /// Run the agent of one member cluster: publish its exports on the hub, import everyone's.
     Agent(cmd::agent::Args),
+    /// Serve the clusterset.local DNS zone from this cluster's ServiceImports and MCS slices.
+    Dns(cmd::dns::Args),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crds(args) => cmd::crds::run(&args, &mut std::io::stdout().lock()),
+        Command::Dns(args) => init_logging()
+            .and_then(|()| runtime())
+            .and_then(|rt| rt.block_on(cmd::dns::run(args))),
         Command::Agent(args) => init_logging()
             .and_then(|()| runtime())
             .and_then(|rt| rt.block_on(cmd::agent::run(args))),

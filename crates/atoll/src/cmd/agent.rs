@@ -57,7 +57,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .context("agent stopped")
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM.
+pub(super) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -3,4 +3,5 @@
 mod admin;
 pub mod agent;
 pub mod crds;
+pub mod dns;
 mod kubeconfig;

@@ -1,0 +1,156 @@
+//! Prometheus metrics of the DNS server. Query counters are created up front for every
+//! (type, rcode) pair so the hot path only increments an atomic.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use atoll_core::dns::{Outcome, rcode, rtype};
+
+/// Query types counted separately; everything else is `other`.
+const TYPES: [(u16, &str); 6] = [
+    (rtype::A, "A"),
+    (rtype::AAAA, "AAAA"),
+    (rtype::SRV, "SRV"),
+    (rtype::TXT, "TXT"),
+    (rtype::SOA, "SOA"),
+    (rtype::NS, "NS"),
+];
+const RCODES: [(u8, &str); 7] = [
+    (rcode::NOERROR, "NOERROR"),
+    (rcode::FORMERR, "FORMERR"),
+    (rcode::SERVFAIL, "SERVFAIL"),
+    (rcode::NXDOMAIN, "NXDOMAIN"),
+    (rcode::NOTIMP, "NOTIMP"),
+    (rcode::REFUSED, "REFUSED"),
+    (u8::MAX, "dropped"),
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueryLabels {
+    qtype: &'static str,
+    rcode: &'static str,
+    transport: &'static str,
+}
+
+/// Every metric of the DNS server.
+#[derive(Debug, Clone)]
+pub struct DnsMetrics {
+    family: Family<QueryLabels, Counter>,
+    /// [transport][type][rcode]
+    counters: Vec<Vec<Vec<Counter>>>,
+    /// Sampled query handling time (parse, look up, encode), seconds.
+    pub latency: Histogram,
+    /// Truncated UDP answers.
+    pub truncated: Counter,
+    /// Unix time of the current snapshot.
+    pub snapshot_timestamp: Gauge,
+    /// Names in the current snapshot.
+    pub snapshot_names: Gauge,
+    /// Bytes of pre-encoded records in the current snapshot.
+    pub snapshot_bytes: Gauge,
+    /// Snapshot rebuilds.
+    pub rebuilds: Counter,
+}
+
+impl Default for DnsMetrics {
+    fn default() -> Self {
+        let family: Family<QueryLabels, Counter> = Family::default();
+        let counters = ["udp", "tcp"]
+            .iter()
+            .map(|transport| {
+                TYPES
+                    .iter()
+                    .map(|(_, t)| *t)
+                    .chain(["other"])
+                    .map(|qtype| {
+                        RCODES
+                            .iter()
+                            .map(|(_, r)| {
+                                family
+                                    .get_or_create(&QueryLabels {
+                                        qtype,
+                                        rcode: r,
+                                        transport,
+                                    })
+                                    .clone()
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        Self {
+            family,
+            counters,
+            latency: Histogram::new(exponential_buckets(0.000_000_5, 2.0, 16)),
+            truncated: Counter::default(),
+            snapshot_timestamp: Gauge::default(),
+            snapshot_names: Gauge::default(),
+            snapshot_bytes: Gauge::default(),
+            rebuilds: Counter::default(),
+        }
+    }
+}
+
+impl DnsMetrics {
+    /// Counts one handled packet.
+    pub fn count(&self, tcp: bool, outcome: &Outcome) {
+        let t = outcome
+            .qtype
+            .and_then(|q| TYPES.iter().position(|(code, _)| *code == q))
+            .unwrap_or(TYPES.len());
+        let r = RCODES.iter().position(|(code, _)| {
+            Some(*code) == outcome.rcode || (*code == u8::MAX && outcome.rcode.is_none())
+        });
+        if let Some(counter) = r.and_then(|r| self.counters.get(usize::from(tcp))?.get(t)?.get(r)) {
+            counter.inc();
+        }
+        if outcome.truncated {
+            self.truncated.inc();
+        }
+    }
+
+    /// Registers every metric under the `atoll_dns` prefix.
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("atoll_dns");
+        r.register(
+            "queries",
+            "DNS packets handled, by query type, response code and transport",
+            self.family.clone(),
+        );
+        r.register(
+            "query_seconds",
+            "Sampled time to answer one query (1 in 64)",
+            self.latency.clone(),
+        );
+        r.register(
+            "truncated",
+            "UDP answers truncated (TC) for size",
+            self.truncated.clone(),
+        );
+        r.register(
+            "snapshot_timestamp_seconds",
+            "Unix time the current zone snapshot was built",
+            self.snapshot_timestamp.clone(),
+        );
+        r.register(
+            "snapshot_names",
+            "Names in the current zone snapshot",
+            self.snapshot_names.clone(),
+        );
+        r.register(
+            "snapshot_bytes",
+            "Bytes of pre-encoded records in the current snapshot",
+            self.snapshot_bytes.clone(),
+        );
+        r.register(
+            "snapshot_rebuilds",
+            "Zone snapshot rebuilds",
+            self.rebuilds.clone(),
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! The UDP hot path: several sockets bound to the same address with SO_REUSEPORT (the kernel
+//! spreads packets over them), each served by one blocking thread that loads the current zone
+//! snapshot without locking, answers into a reused buffer and sends. No allocation, no task
+//! per packet, no shared lock.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use atoll_core::dns::answer;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::metrics::DnsMetrics;
+use crate::{Error, SharedZone};
+
+/// Largest UDP query we read (EDNS allows clients to send up to 64 KiB; queries are small).
+const MAX_QUERY: usize = 4096;
+
+fn bind(address: SocketAddr) -> std::io::Result<UdpSocket> {
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )?;
+    socket.set_reuse_port(true)?;
+    socket.set_reuse_address(true)?;
+    // Wake up now and then to notice shutdown.
+    socket.set_read_timeout(Some(Duration::from_millis(250)))?;
+    socket.bind(&address.into())?;
+    Ok(socket.into())
+}
+
+/// Binds `workers` sockets on `address` and starts one thread for each. Returns the address
+/// actually bound (port 0 picks a free port, shared by all workers).
+pub fn start(
+    address: SocketAddr,
+    workers: usize,
+    zone: SharedZone,
+    metrics: DnsMetrics,
+    stop: Arc<AtomicBool>,
+) -> Result<SocketAddr, Error> {
+    let first = bind(address).map_err(|source| Error::Bind { address, source })?;
+    let bound = first
+        .local_addr()
+        .map_err(|source| Error::Bind { address, source })?;
+    let mut sockets = vec![first];
+    for _ in 1..workers.max(1) {
+        sockets.push(bind(bound).map_err(|source| Error::Bind {
+            address: bound,
+            source,
+        })?);
+    }
+    for (i, socket) in sockets.into_iter().enumerate() {
+        let (zone, metrics, stop) = (zone.clone(), metrics.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name(format!("dns-udp-{i}"))
+            .spawn(move || serve(&socket, &zone, &metrics, &stop))
+            .map_err(|source| Error::Bind {
+                address: bound,
+                source,
+            })?;
+    }
+    Ok(bound)
+}
+
+fn serve(socket: &UdpSocket, zone: &SharedZone, metrics: &DnsMetrics, stop: &AtomicBool) {
+    let mut query = [0u8; MAX_QUERY];
+    let mut response = Vec::with_capacity(4096);
+    let mut handled: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let (len, peer) = match socket.recv_from(&mut query) {
+            Ok(received) => received,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(error) => {
+                // Per-packet errors (e.g. ICMP port unreachable reported on the socket) must
+                // never stop the server.
+                tracing::debug!(%error, "udp receive error");
+                continue;
+            }
+        };
+        handled += 1;
+        let sample = handled % 64 == 0;
+        let started = sample.then(Instant::now);
+        let snapshot = zone.load();
+        let outcome = answer(&snapshot, &query[..len], false, &mut response);
+        if !response.is_empty()
+            && let Err(error) = socket.send_to(&response, peer)
+        {
+            tracing::debug!(%error, %peer, "udp send error");
+        }
+        if let Some(started) = started {
+            metrics.latency.observe(started.elapsed().as_secs_f64());
+        }
+        metrics.count(false, &outcome);
+    }
+}
