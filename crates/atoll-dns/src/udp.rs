@@ -87,7 +87,7 @@ fn serve(socket: &UdpSocket, zone: &SharedZone, metrics: &DnsMetrics, stop: &Ato
             }
         };
         handled += 1;
-        let sample = handled % 64 == 0;
+        let sample = handled.is_multiple_of(64);
         let started = sample.then(Instant::now);
         let snapshot = zone.load();
         let outcome = answer(&snapshot, &query[..len], false, &mut response);
