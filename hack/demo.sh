@@ -7,6 +7,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 "$HACK_DIR/env-up.sh"
 "$HACK_DIR/agents.sh" start
+"$HACK_DIR/dns.sh" start
 export KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig
 k2=(kubectl --context kwok-c2)
 
@@ -47,7 +48,7 @@ for ctx in kwok-c1 kwok-c2 kwok-c3; do
     [ -n "$ip" ] && break
     sleep 0.2
   done
-  [ -n "$ip" ] || die "no ServiceImport with an IP in $ctx after 20 s; see ~/.cache/atoll/env/agents/*.log"
+  [ -n "$ip" ] || die "no ServiceImport with an IP in $ctx after 20 s; see $PROCS_DIR/agent-*.log"
   echo
   echo "== ${ctx#kwok-}: ServiceImport, derived Service and MCS EndpointSlices (source-cluster=c2)"
   kubectl --context "$ctx" -n demo get serviceimport hello
@@ -60,5 +61,14 @@ echo "== c2: the export's conditions"
 "${k2[@]}" -n demo get serviceexport hello \
   -o jsonpath='{range .status.conditions[*]}  {.type}={.status} ({.reason}) {.message}{"\n"}{end}'
 echo
-echo "DNS for clusterset.local is not built yet (issue 5)."
+for i in 1 2 3; do
+  echo "== c$i: atoll dns on 127.0.0.1:1535$i answers hello.demo.svc.clusterset.local"
+  for _ in $(seq 50); do
+    answer=$(dig +short @127.0.0.1 -p "1535$i" hello.demo.svc.clusterset.local A 2>/dev/null || true)
+    [ -n "$answer" ] && break
+    sleep 0.2
+  done
+  echo "  A    $answer"
+  echo "  SRV  $(dig +short @127.0.0.1 -p "1535$i" hello.demo.svc.clusterset.local SRV)"
+done
 echo "Explore: export KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig; stop: make env-down"

@@ -7,9 +7,13 @@ set -euo pipefail
 export KWOK_WORKDIR=$ATOLL_ENV_DIR/kwok
 KUBECONFIG_FILE=$ATOLL_ENV_DIR/kubeconfig
 
-# Agents first: they would only log errors once their clusters are gone.
-for pidfile in "$ATOLL_ENV_DIR"/agents/*.pid; do
-  [ -f "$pidfile" ] && "$HACK_DIR/agents.sh" stop "$(basename "$pidfile" .pid)"
+# Our processes first (agents, DNS servers): they would only log errors once the clusters are gone.
+for pidfile in "$PROCS_DIR"/*.pid "$ATOLL_ENV_DIR"/agents/*.pid; do
+  [ -f "$pidfile" ] || continue
+  case $pidfile in
+    */agents/*) kill "$(cat "$pidfile")" 2>/dev/null || true; rm -f "$pidfile" ;; # layout of older runs
+    *) proc_stop "$(basename "$pidfile" .pid)" ;;
+  esac
 done
 [ -d "$KWOK_WORKDIR/clusters" ] || { log "no local ClusterSet to stop"; exit 0; }
 for dir in "$KWOK_WORKDIR"/clusters/*/; do

@@ -23,3 +23,36 @@ env_pids() {
     [ -f "$f" ] && { cat "$f"; echo; }
   done
 }
+
+# Background processes of ours (agents, DNS servers), tracked by pid files under
+# $ATOLL_ENV_DIR/procs, logs beside them. Stopped by pid, never by name.
+PROCS_DIR=$ATOLL_ENV_DIR/procs
+
+proc_running() { [ -f "$PROCS_DIR/$1.pid" ] && kill -0 "$(cat "$PROCS_DIR/$1.pid")" 2>/dev/null; }
+
+proc_start() { # name command...
+  local name=$1; shift
+  mkdir -p "$PROCS_DIR"
+  proc_running "$name" && return 0
+  NO_COLOR=1 RUST_LOG=${RUST_LOG:-info,kube=warn} nohup "$@" >>"$PROCS_DIR/$name.log" 2>&1 &
+  echo $! >"$PROCS_DIR/$name.pid"
+  log "$name started (pid $!, log $PROCS_DIR/$name.log)"
+}
+
+proc_stop() { # name
+  local name=$1 pid
+  proc_running "$name" || { rm -f "$PROCS_DIR/$name.pid"; return 0; }
+  pid=$(cat "$PROCS_DIR/$name.pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$PROCS_DIR/$name.pid"
+  log "$name stopped"
+}
+
+# The clusters of the running local ClusterSet (c1 c2 ...), or the arguments if given.
+clusters_or() {
+  if [ $# -gt 0 ]; then echo "$@"; return; fi
+  local d
+  for d in "$ATOLL_ENV_DIR"/kwok/clusters/*/; do [ -d "$d" ] && basename "$d"; done
+}

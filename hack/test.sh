@@ -21,4 +21,5 @@ cargo build --locked -p atoll
 trap '"$HACK_DIR/env-down.sh"' EXIT
 "$HACK_DIR/env-up.sh"
 "$HACK_DIR/agents.sh" start
+"$HACK_DIR/dns.sh" start
 ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig cargo test --locked -p atoll-e2e

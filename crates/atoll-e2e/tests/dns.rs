@@ -1,0 +1,148 @@
+//! `atoll dns` on the local ClusterSet (one server per cluster, `hack/dns.sh`), fed by the
+//! objects the agents write: answers follow export, endpoint changes and unexport.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use atoll_testing::dns::{addresses, ask, port};
+use atoll_testing::fixtures;
+use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, mcs_slices, wait_import};
+use atoll_testing::{ClusterSet, wait_for};
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+/// How long the DNS server may take to reflect a change it can see in the API.
+const DNS_LAG: Duration = Duration::from_secs(2);
+
+async fn wait_answer(
+    index: usize,
+    name: &str,
+    want: &(ResponseCode, Vec<IpAddr>),
+    within: Duration,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    wait_for(
+        &format!("{name} from DNS of c{}", index + 1),
+        within,
+        || async {
+            let got = addresses(&ask(port(index), name, RecordType::A)?);
+            Ok(if &got == want {
+                Ok(started.elapsed())
+            } else {
+                Err(got)
+            })
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn clusterset_ip_answers_follow_export_and_unexport() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("dns").await?;
+    let fqdn = format!("hello.{}.svc.clusterset.local.", ns.name);
+    assert_eq!(
+        addresses(&ask(port(0), &fqdn, RecordType::A)?).0,
+        ResponseCode::NXDomain
+    );
+    deploy_and_export(&set.members[1], &ns.name, HELLO_PORTS, false).await?;
+    for (i, member) in set.members.iter().enumerate() {
+        let import = wait_import(member, &ns.name, "hello", |imp| {
+            if imp.spec.as_ref().is_some_and(|s| !s.ips.is_empty()) {
+                Ok(())
+            } else {
+                Err("no ips".into())
+            }
+        })
+        .await?;
+        let ips: Vec<IpAddr> = import
+            .spec
+            .unwrap()
+            .ips
+            .iter()
+            .filter_map(|s| s.parse().ok())
+            .collect();
+        let lag = wait_answer(i, &fqdn, &(ResponseCode::NoError, ips), DNS_LAG).await?;
+        println!(
+            "c{}: DNS answered {lag:?} after the ServiceImport had its IP",
+            i + 1
+        );
+        // Bare-name SRV: one record for tcp/42 + udp/42 (conformance C17).
+        let srv = ask(port(i), &fqdn, RecordType::SRV)?;
+        assert_eq!(srv.answers.len(), 1, "c{}: {srv:?}", i + 1);
+    }
+    fixtures::unexport(&set.members[1].client, &ns.name, "hello").await?;
+    for i in 0..set.members.len() {
+        wait_answer(
+            i,
+            &fqdn,
+            &(ResponseCode::NXDomain, vec![]),
+            Duration::from_secs(20),
+        )
+        .await?;
+    }
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn headless_answers_follow_endpoint_changes() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("dnshl").await?;
+    let fqdn = format!("hello.{}.svc.clusterset.local.", ns.name);
+    let exporter = &set.members[2];
+    deploy_and_export(exporter, &ns.name, HELLO_PORTS, true).await?;
+    for replicas in [2usize, 3, 1] {
+        Api::<Deployment>::namespaced(exporter.client.clone(), &ns.name)
+            .patch(
+                "hello",
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({"spec": {"replicas": replicas}})),
+            )
+            .await?;
+        // The endpoints c1 imported, then the same set from c1's DNS server.
+        let member = &set.members[0];
+        let ips: Vec<IpAddr> = wait_for(
+            &format!("{replicas} imported endpoints in c1"),
+            Duration::from_secs(30),
+            || async {
+                let mut ips: Vec<IpAddr> = mcs_slices(member, &ns.name, "hello")
+                    .await?
+                    .iter()
+                    .flat_map(|s| {
+                        s.endpoints
+                            .iter()
+                            .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()))
+                    })
+                    .collect();
+                ips.sort();
+                Ok(if ips.len() == replicas {
+                    Ok(ips)
+                } else {
+                    Err(ips)
+                })
+            },
+        )
+        .await?;
+        wait_answer(0, &fqdn, &(ResponseCode::NoError, ips.clone()), DNS_LAG).await?;
+        // Each endpoint also has its own name: <dashed-ip>.<cluster>.<svc>.<ns>.svc.clusterset.local.
+        let first = ips[0];
+        let per_endpoint = format!("{}.c3.{fqdn}", first.to_string().replace('.', "-"));
+        wait_answer(
+            0,
+            &per_endpoint,
+            &(ResponseCode::NoError, vec![first]),
+            DNS_LAG,
+        )
+        .await?;
+    }
+    // The reserved <clusterid>.<svc> name never resolves.
+    let reserved = format!("c3.{fqdn}");
+    assert_eq!(
+        addresses(&ask(port(0), &reserved, RecordType::A)?).0,
+        ResponseCode::NXDomain
+    );
+    ns.cleanup().await
+}
