@@ -1,3 +1,6 @@
+// Helpers here run only inside tests, where a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 //! The UDP and TCP servers on real loopback sockets, with a zone built in the test: answers
 //! arrive, large answers truncate over UDP and come whole over TCP, a new snapshot is served as
 //! soon as it is swapped in, and garbage does not stop a worker.
