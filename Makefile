@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo test lint tools env-up env-down build conformance bench
+.PHONY: help demo test lint tools env-up env-down build conformance bench bench-dns
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -32,6 +32,9 @@ env-down: ## Stop exactly what env-up started
 
 bench: ## Propagation benchmark (release build): latencies, writes per change, idle writes
 	hack/bench.sh
+
+bench-dns: ## atoll dns vs CoreDNS: QPS, p50/p99, RSS at 10/1000/10000 services, plus a differential check
+	hack/bench-dns.sh
 
 conformance: ## MCS conformance specs (API-level, C1-C15, C22, C23) on the local ClusterSet
 	hack/conformance.sh

@@ -29,9 +29,11 @@ async fn export_becomes_an_import_in_every_cluster_and_unexport_removes_it() -> 
 
     for member in &set.members {
         let import = wait_import(member, &ns.name, "hello", |i| {
+            // Spec and status are separate writes: wait for both.
             let spec = i.spec.as_ref().ok_or("no spec")?;
-            if spec.ips.is_empty() {
-                Err(format!("no ips yet: {spec:?}"))
+            let clusters = i.status.as_ref().map(|s| s.clusters.len()).unwrap_or(0);
+            if spec.ips.is_empty() || clusters == 0 {
+                Err(format!("ips {:?}, {clusters} clusters in status", spec.ips))
             } else {
                 Ok(())
             }
@@ -297,4 +299,141 @@ async fn endpoint_churn_reaches_every_cluster() -> anyhow::Result<()> {
         count_in(member, 1).await?;
     }
     ns.cleanup().await
+}
+
+#[tokio::test]
+async fn service_property_conflicts_keep_the_oldest_values() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("props").await?;
+    let (first, second) = (&set.members[0], &set.members[1]);
+    deploy_and_export(first, &ns.name, HELLO_PORTS, false).await?;
+    wait_import(first, &ns.name, "hello", |_| Ok(())).await?;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut service = fixtures::service(&ns.name, "hello", "hello", HELLO_PORTS, false);
+    if let Some(spec) = service.spec.as_mut() {
+        spec.session_affinity = Some("ClientIP".into());
+        spec.session_affinity_config = Some(k8s_openapi::api::core::v1::SessionAffinityConfig {
+            client_ip: Some(k8s_openapi::api::core::v1::ClientIPConfig {
+                timeout_seconds: Some(30),
+            }),
+        });
+        spec.internal_traffic_policy = Some("Local".into());
+        spec.traffic_distribution = Some("PreferClose".into());
+    }
+    fixtures::deployment(&second.client, &ns.name, "hello", 1).await?;
+    fixtures::apply_service(&second.client, &service).await?;
+    fixtures::export(&second.client, &ns.name, "hello", &[]).await?;
+    let reason = "SessionAffinityConflict,SessionAffinityConfigConflict,InternalTrafficPolicyConflict,TrafficDistributionConflict";
+    for member in [first, second] {
+        wait_export_condition(member, &ns.name, "hello", "Conflict", "True", reason).await?;
+    }
+    for member in &set.members {
+        let spec = wait_import(member, &ns.name, "hello", |_| Ok(()))
+            .await?
+            .spec
+            .unwrap();
+        assert_eq!(
+            spec.session_affinity.as_deref(),
+            Some("None"),
+            "{}",
+            member.context
+        );
+        assert_eq!(spec.internal_traffic_policy.as_deref(), Some("Cluster"));
+        assert_eq!(spec.traffic_distribution, None);
+    }
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn malformed_hub_records_are_ignored() -> anyhow::Result<()> {
+    use atoll_api::hub::{ExportedService, ExportedServiceSpec};
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("malformed").await?;
+    let hub = &set.members[0];
+    // A record in the namespace of no member, claiming to come from c3: importers must not
+    // trust it (a member may only speak for itself).
+    let spoof_ns = "atoll-c9";
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.client.clone());
+    let object = k8s_openapi::api::core::v1::Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(spoof_ns.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let _ = namespaces
+        .create(&kube::api::PostParams::default(), &object)
+        .await;
+    let spec: ExportedServiceSpec = serde_json::from_value(serde_json::json!({
+        "cluster": "c3", "namespace": ns.name, "name": "spoofed",
+        "exportCreated": "2026-01-01T00:00:00Z", "type": "ClusterSetIP",
+        "ports": [{"name": "tcp", "protocol": "TCP", "port": 80}], "ipFamilies": ["IPv4"]
+    }))?;
+    let mut record = ExportedService::new(&format!("{}.spoofed", ns.name), spec);
+    record.metadata.namespace = Some(spoof_ns.into());
+    record.metadata.labels =
+        Some([(atoll_api::hub::LABEL_CLUSTER.to_owned(), "c3".to_owned())].into());
+    let records: Api<ExportedService> = Api::namespaced(hub.client.clone(), spoof_ns);
+    records
+        .patch(
+            &record.name_any(),
+            &PatchParams::apply("atoll-e2e"),
+            &Patch::Apply(&record),
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for member in &set.members {
+        assert!(
+            import(member, &ns.name, "spoofed").await?.is_none(),
+            "{} imported a spoofed record",
+            member.context
+        );
+    }
+    records
+        .delete(&record.name_any(), &Default::default())
+        .await?;
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn a_member_without_the_namespace_gets_no_import() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let set = ClusterSet::from_env().await?;
+    let name = format!("partial-{:08x}", rand_suffix());
+    for member in &set.members[..2] {
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(member.client.clone())
+            .create(&kube::api::PostParams::default(), &ns)
+            .await?;
+    }
+    deploy_and_export(&set.members[1], &name, HELLO_PORTS, false).await?;
+    for member in &set.members[..2] {
+        wait_import(member, &name, "hello", |_| Ok(())).await?;
+    }
+    let missing = Api::<Namespace>::all(set.members[2].client.clone())
+        .get_opt(&name)
+        .await?;
+    assert!(
+        missing.is_none(),
+        "c3 must not get the namespace created for it"
+    );
+    for member in &set.members[..2] {
+        Api::<Namespace>::all(member.client.clone())
+            .delete(&name, &Default::default())
+            .await?;
+    }
+    Ok(())
+}
+
+fn rand_suffix() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
 }

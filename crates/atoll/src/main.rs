@@ -28,12 +28,8 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crds(args) => cmd::crds::run(&args, &mut std::io::stdout().lock()),
-        Command::Dns(args) => init_logging()
-            .and_then(|()| runtime())
-            .and_then(|rt| rt.block_on(cmd::dns::run(args))),
-        Command::Agent(args) => init_logging()
-            .and_then(|()| runtime())
-            .and_then(|rt| rt.block_on(cmd::agent::run(args))),
+        Command::Dns(args) => serve(cmd::dns::run(args)),
+        Command::Agent(args) => serve(cmd::agent::run(args)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -57,10 +53,16 @@ fn init_logging() -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("initialising logging: {e}"))
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
+/// Runs a long-lived subcommand: logging, a Tokio runtime, and on the way out a short grace
+/// period for lingering tasks (watch streams, connections) instead of waiting for them.
+fn serve(command: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    init_logging()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?)
+        .build()?;
+    let result = runtime.block_on(command);
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    result
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

@@ -1,0 +1,176 @@
+//! Helpers for `make bench-dns` (hack/bench-dns.sh):
+//!
+//! * `populate N FILE`: in cluster c1, replaces namespace `bench-dns` with N ServiceImports
+//!   (every fifth headless, with 10 ready endpoints in an MCS EndpointSlice) and writes a dnsperf
+//!   query file with a fixed mix: ClusterSetIP A, headless A, SRV, per-endpoint A, NXDOMAIN.
+//! * `diff PORT_A PORT_B FILE`: asks both servers every distinct query of FILE and reports the
+//!   queries whose answers differ (rcode, or the set of answer records).
+
+use std::collections::BTreeSet;
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use atoll_api::labels;
+use atoll_testing::ClusterSet;
+use futures::StreamExt;
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RecordType};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+const NS: &str = "bench-dns";
+const ZONE: &str = "svc.clusterset.local";
+
+async fn recreate_namespace(client: &Client) -> anyhow::Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api.get_opt(NS).await?.is_some() {
+        api.delete(NS, &DeleteParams::default()).await?;
+        for _ in 0..600 {
+            if api.get_opt(NS).await?.is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}}))?;
+    api.create(&PostParams::default(), &ns).await?;
+    Ok(())
+}
+
+async fn populate(n: usize, file: &str) -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let client = set.members[0].client.clone();
+    recreate_namespace(&client).await?;
+    let imports: Api<atoll_api::v1beta1::ServiceImport> = Api::namespaced(client.clone(), NS);
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let params = PatchParams::apply("atoll-bench-dns");
+    let writes = futures::stream::iter(0..n).map(|i| {
+        let (imports, slices, params) = (imports.clone(), slices.clone(), params.clone());
+        async move {
+            let name = format!("svc-{i}");
+            let headless = i % 5 == 4;
+            let import: atoll_api::v1beta1::ServiceImport = serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {
+                    "type": if headless { "Headless" } else { "ClusterSetIP" },
+                    "ips": if headless { json!([]) } else { json!([format!("10.101.{}.{}", i / 250, i % 250 + 1)]) },
+                    "ipFamilies": ["IPv4"],
+                    "ports": [{"name": "http", "protocol": "TCP", "port": 80}]
+                }
+            }))?;
+            imports.patch(&name, &params, &Patch::Apply(&import)).await?;
+            if headless {
+                let endpoints: Vec<serde_json::Value> = (0..10)
+                    .map(|e| json!({"addresses": [format!("10.{}.{}.{}", 200 + i / 62500, (i / 250) % 250, e * 20 + i % 20 + 1)], "conditions": {"ready": true}}))
+                    .collect();
+                let slice: EndpointSlice = serde_json::from_value(json!({
+                    "metadata": {"name": format!("{name}-c2"), "namespace": NS, "labels": {
+                        labels::SERVICE_NAME: name, labels::SOURCE_CLUSTER: "c2",
+                        labels::ENDPOINTSLICE_MANAGED_BY: "bench.atoll.dev"}},
+                    "addressType": "IPv4", "endpoints": endpoints,
+                    "ports": [{"name": "http", "protocol": "TCP", "port": 8080}]
+                }))?;
+                slices.patch(&format!("{name}-c2"), &params, &Patch::Apply(&slice)).await?;
+            }
+            anyhow::Ok(())
+        }
+    });
+    let results: Vec<anyhow::Result<()>> = writes.buffer_unordered(32).collect().await;
+    for r in results {
+        r?;
+    }
+    // The query mix: 5 queries per 10 services, spread over the whole set.
+    let mut lines = Vec::new();
+    for i in (0..n).step_by((n / 2000).max(1)) {
+        let name = format!("svc-{i}.{NS}.{ZONE}.");
+        if i % 5 == 4 {
+            lines.push(format!("{name} A"));
+            lines.push(format!(
+                "10-{}-{}-{}.c2.{name} A",
+                200 + i / 62500,
+                (i / 250) % 250,
+                i % 20 + 1
+            ));
+        } else {
+            lines.push(format!("{name} A"));
+            lines.push(format!("{name} A"));
+        }
+        lines.push(format!("{name} SRV"));
+        lines.push(format!("_http._tcp.{name} SRV"));
+        lines.push(format!("missing-{i}.{NS}.{ZONE}. A"));
+    }
+    std::fs::write(file, lines.join("\n") + "\n").with_context(|| format!("writing {file}"))?;
+    println!(
+        "populated {n} services in {NS}; {} queries in {file}",
+        lines.len()
+    );
+    Ok(())
+}
+
+fn ask(port: u16, name: &str, rtype: RecordType) -> anyhow::Result<(String, BTreeSet<String>)> {
+    let mut query = Message::query();
+    query.metadata.id = 1;
+    query.add_query(Query::query(Name::from_ascii(name)?, rtype));
+    let socket = UdpSocket::bind("127.0.0.1:0")?;
+    socket.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut buf = [0u8; 65535];
+    let packet = query.to_vec()?;
+    let len = (0..3)
+        .find_map(|_| {
+            socket.send_to(&packet, ("127.0.0.1", port)).ok()?;
+            socket.recv_from(&mut buf).ok().map(|(len, _)| len)
+        })
+        .with_context(|| format!("no answer from port {port} for {name}"))?;
+    let m = Message::from_vec(&buf[..len])?;
+    let answers = m
+        .answers
+        .iter()
+        .map(|r| format!("{} {}", r.record_type(), r.data))
+        .collect();
+    Ok((m.metadata.response_code.to_string(), answers))
+}
+
+fn diff(a: u16, b: u16, file: &str) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(file)?;
+    let queries: BTreeSet<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut differ = 0;
+    for line in &queries {
+        let (name, t) = line.split_once(' ').context("query line")?;
+        let rtype: RecordType = t.parse()?;
+        let (ra, sa) = ask(a, name, rtype)?;
+        let (rb, sb) = ask(b, name, rtype)?;
+        if ra != rb || sa != sb {
+            differ += 1;
+            if differ <= 10 {
+                println!("DIFF {line}\n  atoll:   {ra} {sa:?}\n  coredns: {rb} {sb:?}");
+            }
+        }
+    }
+    println!(
+        "differential: {} queries, {} same, {differ} different",
+        queries.len(),
+        queries.len() - differ
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("populate") => {
+            let n = args.get(2).context("N")?.parse()?;
+            populate(n, args.get(3).context("FILE")?).await
+        }
+        Some("diff") => diff(
+            args.get(2).context("PORT_A")?.parse()?,
+            args.get(3).context("PORT_B")?.parse()?,
+            args.get(4).context("FILE")?,
+        ),
+        _ => bail!("usage: atoll-bench-dns populate N FILE | diff PORT_A PORT_B FILE"),
+    }
+}

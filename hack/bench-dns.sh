@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# `make bench-dns`: atoll dns against CoreDNS (>= 1.12.2, `kubernetes ... { multicluster }`) on
+# cluster c1 of the local ClusterSet with N imported services (BENCH_DNS_SIZES, default
+# "10 1000 10000"; every fifth headless with 10 endpoints). Both servers run pinned to CPU 0
+# (one UDP worker / GOMAXPROCS=1, no cache), dnsperf runs pinned to CPU 1 on loopback for
+# BENCH_DNS_SECONDS (default 10). Prints QPS, p50/p99 latency (at 5000 qps) and RSS for both,
+# the ratio, and a differential check of the answers.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$REPO_DIR"
+SIZES=${BENCH_DNS_SIZES:-"10 1000 10000"}
+SECONDS_PER_RUN=${BENCH_DNS_SECONDS:-10}
+ATOLL_PORT=15390
+COREDNS_PORT=15391
+WORK=$ATOLL_ENV_DIR/bench-dns
+mkdir -p "$WORK"
+
+command -v dnsperf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsperf >/dev/null; }
+command -v dig >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bind9-dnsutils >/dev/null
+cargo build --locked --release -p atoll -p atoll-bench
+"$HACK_DIR/build-tools.sh" coredns
+"$HACK_DIR/env-up.sh"
+# A quiet machine: the agents and per-cluster DNS servers would compete for the CPUs.
+"$HACK_DIR/agents.sh" stop
+"$HACK_DIR/dns.sh" stop
+export ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig
+
+cat >"$WORK/Corefile" <<CORE
+clusterset.local:$COREDNS_PORT {
+    bind 127.0.0.1
+    errors
+    kubernetes clusterset.local {
+        kubeconfig $ATOLL_ENV_DIR/kubeconfig kwok-c1
+        multicluster clusterset.local
+    }
+}
+CORE
+
+servers=()
+stop_servers() { for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done; servers=(); }
+trap stop_servers EXIT
+
+wait_answer() { # port name
+  for _ in $(seq 300); do
+    [ -n "$(dig +short +tries=1 +time=1 @127.0.0.1 -p "$1" "$2" A 2>/dev/null)" ] && return 0
+    sleep 0.2
+  done
+  die "no answer for $2 on port $1"
+}
+
+qps() { # port queries
+  taskset -c 1 dnsperf -s 127.0.0.1 -p "$1" -d "$2" -l "$SECONDS_PER_RUN" -c 8 -T 1 -q 200 2>&1 \
+    | awk '/Queries per second/ {print $4}'
+}
+
+latency() { # port queries -> "p50_ms p99_ms"
+  taskset -c 1 dnsperf -s 127.0.0.1 -p "$1" -d "$2" -l 3 -Q 5000 -c 1 -T 1 -v 2>/dev/null \
+    | awk '$1 == ">" && $NF ~ /^[0-9.]+$/ {print $NF}' | sort -g \
+    | awk '{v[NR]=$1} END {if (NR == 0) {print "nan nan"; exit} i50=int(NR*0.5); i99=int(NR*0.99); if (i50<1) i50=1; if (i99<1) i99=1; printf "%.3f %.3f\n", v[i50]*1000, v[i99]*1000}'
+}
+
+rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
+
+printf '\n%-7s %-8s %12s %10s %10s %9s\n' N server QPS "p50 ms" "p99 ms" "RSS MiB"
+ok=1
+for n in $SIZES; do
+  "$REPO_DIR/target/release/atoll-bench-dns" populate "$n" "$WORK/queries.txt" >&2
+  NO_COLOR=1 taskset -c 0 "$REPO_DIR/target/release/atoll" dns --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context kwok-c1 \
+    --listen "127.0.0.1:$ATOLL_PORT" --udp-workers 1 --admin-address 127.0.0.1:9489 >"$WORK/atoll.log" 2>&1 &
+  servers+=($!); atoll_pid=$!
+  GOMAXPROCS=1 taskset -c 0 "$COREDNS_BIN/coredns" -conf "$WORK/Corefile" >"$WORK/coredns.log" 2>&1 &
+  servers+=($!); coredns_pid=$!
+  # The last ClusterSetIP service (every fifth is headless): both servers have synced once it answers.
+  last=$((n - 1)); [ $((last % 5)) -eq 4 ] && last=$((last - 1))
+  for port in $ATOLL_PORT $COREDNS_PORT; do wait_answer "$port" "svc-$last.bench-dns.svc.clusterset.local"; done
+  sleep 2
+  results=()
+  for server in atoll coredns; do
+    port=$ATOLL_PORT; pid=$atoll_pid
+    [ "$server" = coredns ] && { port=$COREDNS_PORT; pid=$coredns_pid; }
+    q=$(qps "$port" "$WORK/queries.txt")
+    read -r p50 p99 < <(latency "$port" "$WORK/queries.txt")
+    rss=$(rss_mib "$pid")
+    printf '%-7s %-8s %12s %10s %10s %9s\n' "$n" "$server" "$q" "$p50" "$p99" "$rss"
+    results+=("$q" "$p99")
+  done
+  ratio=$(awk -v a="${results[0]}" -v c="${results[2]}" 'BEGIN { printf "%.2f", (c > 0) ? a / c : 0 }')
+  verdict=$(awk -v r="$ratio" -v a="${results[1]}" -v c="${results[3]}" 'BEGIN { print (r >= 3 && a < c) ? "PASS" : "FAIL" }')
+  [ "$verdict" = PASS ] || ok=0
+  echo "N=$n: atoll/CoreDNS QPS ratio ${ratio}x, p99 ${results[1]} vs ${results[3]} ms (target >= 3x and lower p99): $verdict"
+  "$REPO_DIR/target/release/atoll-bench-dns" diff "$ATOLL_PORT" "$COREDNS_PORT" "$WORK/queries.txt"
+  stop_servers
+  sleep 1
+done
+[ "$ok" = 1 ] || { echo "a target was missed"; exit 1; }
