@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo test lint tools env-up env-down build conformance bench bench-dns
+.PHONY: help demo test lint tools env-up env-down build conformance bench bench-dns fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ bench: ## Propagation benchmark (release build): latencies, writes per change, i
 
 bench-dns: ## atoll dns vs CoreDNS: QPS, p50/p99, RSS at 10/1000/10000 services, plus a differential check
 	hack/bench-dns.sh
+
+fuzz: ## Coverage-guided fuzzing of the DNS query path (FUZZ_SECONDS, default 60; needs nightly)
+	hack/fuzz.sh
 
 conformance: ## MCS conformance specs (API-level, C1-C15, C22, C23) on the local ClusterSet
 	hack/conformance.sh

@@ -25,6 +25,8 @@ pub struct Metrics {
     pub imports: Gauge,
     /// Imported services whose exports conflict.
     pub conflicts: Gauge,
+    /// Exported services not imported here because their namespace does not exist here.
+    pub imports_skipped: Gauge,
     /// API writes by kind and verb.
     pub writes: Family<WriteLabels, Counter>,
     /// Failed API writes.
@@ -43,6 +45,7 @@ impl Default for Metrics {
             records_rejected: Gauge::default(),
             imports: Gauge::default(),
             conflicts: Gauge::default(),
+            imports_skipped: Gauge::default(),
             writes: Family::default(),
             write_errors: Counter::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
@@ -74,6 +77,11 @@ impl Metrics {
             "conflicts",
             "Imported services whose exports conflict",
             self.conflicts.clone(),
+        );
+        r.register(
+            "imports_skipped_namespace_missing",
+            "Exported services not imported because their namespace does not exist in this cluster",
+            self.imports_skipped.clone(),
         );
         r.register(
             "api_writes",

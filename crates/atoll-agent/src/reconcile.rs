@@ -435,10 +435,21 @@ async fn import(
     }
 
     let mut want_imports = BTreeSet::new();
+    let mut skipped = 0i64;
     let mut want_derived = BTreeSet::new();
     let mut want_slices = BTreeSet::new();
     for ((ns, name), m) in merged {
         if !namespaces.contains(ns) {
+            // Namespace sameness: Atoll never creates namespaces. Say so once per service.
+            skipped += 1;
+            let key = format!("namespace-missing/{ns}/{name}");
+            if context
+                .reported
+                .lock()
+                .is_ok_and(|mut seen| seen.insert(key))
+            {
+                tracing::warn!(namespace = %ns, service = %name, "not importing: the namespace does not exist in this cluster; create it to receive the import");
+            }
             continue;
         }
         let services: Api<Service> = Api::namespaced(member.clone(), ns);
@@ -547,6 +558,7 @@ async fn import(
         .metrics
         .imports
         .set(i64::try_from(want_imports.len()).unwrap_or(i64::MAX));
+    context.metrics.imports_skipped.set(skipped);
     // Remove what we own and no longer want.
     for import in stores.imports.state() {
         let key = (import.namespace().unwrap_or_default(), import.name_any());

@@ -76,34 +76,12 @@ fn report(name: &str, mut samples: Vec<f64>, target_p99: f64) -> bool {
 
 /// Sum of `atoll_agent_api_writes_total` over the agents' admin ports (9471..).
 async fn agent_writes(members: usize) -> anyhow::Result<u64> {
-    let mut total = 0u64;
+    let mut total = 0.0;
     for i in 1..=members {
-        let address = format!("127.0.0.1:{}", 9470 + i);
-        let body = http_get(&address, "/metrics")
-            .await
-            .with_context(|| format!("metrics of agent {i} at {address}"))?;
-        for line in body
-            .lines()
-            .filter(|l| l.starts_with("atoll_agent_api_writes_total"))
-        {
-            if let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
-                total += value as u64;
-            }
-        }
+        let port = 9470 + u16::try_from(i)?;
+        total += atoll_testing::metric(port, "atoll_agent_api_writes_total").await?;
     }
-    Ok(total)
-}
-
-/// A minimal HTTP/1.0 GET on loopback (the admin server), to avoid an HTTP client dependency.
-async fn http_get(address: &str, path: &str) -> anyhow::Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(address).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
-        .await?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await?;
-    Ok(body)
+    Ok(total as u64)
 }
 
 async fn wait_all(seen: &Seen, keys: &[(usize, String)], timeout: Duration) -> anyhow::Result<()> {

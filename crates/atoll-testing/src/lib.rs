@@ -179,3 +179,23 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The value of metric `name` (summed over its label sets) from the admin server on
+/// 127.0.0.1:`port`, read with a plain HTTP/1.0 GET.
+pub async fn metric(port: u16, name: &str) -> anyhow::Result<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = format!("127.0.0.1:{port}");
+    let mut stream = tokio::net::TcpStream::connect(&address)
+        .await
+        .with_context(|| format!("admin server at {address}"))?;
+    stream
+        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await?;
+    Ok(body
+        .lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
