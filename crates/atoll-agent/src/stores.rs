@@ -7,12 +7,12 @@ use std::sync::Arc;
 use atoll_api::hub::{ExportedService, LABEL_CLUSTER};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
@@ -127,8 +127,7 @@ impl Stores {
     }
 }
 
-/// Starts a reflector for `K` in all namespaces. Managed fields are dropped before caching
-/// (they are large and never read); watch errors are logged and retried with backoff.
+/// A store of `K` in all namespaces of `client`'s cluster.
 fn watch<K>(
     client: &Client,
     what: &'static str,
@@ -138,22 +137,5 @@ fn watch<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let (reader, writer) = reflector::store();
-    let api: Api<K> = Api::all(client.clone());
-    let trigger = trigger.clone();
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(|o| o.managed_fields_mut().clear())
-        .reflect(writer);
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            if let Err(error) = event {
-                tracing::warn!(watch = what, %error, "watch error; retrying");
-                continue;
-            }
-            trigger.notify_one();
-        }
-    });
-    reader
+    atoll_watch::reflect(Api::all(client.clone()), config, trigger.clone(), what)
 }

@@ -9,48 +9,14 @@ use std::time::{Duration, Instant};
 use atoll_api::labels;
 use atoll_api::v1beta1::ServiceImport;
 use atoll_core::dns::{Zone, ZoneConfig};
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::runtime::watcher;
+use kube::{Api, Client};
 use tokio::sync::Notify;
 
 use crate::SharedZone;
 use crate::metrics::DnsMetrics;
-
-fn reflect<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    trigger: Arc<Notify>,
-    what: &'static str,
-) -> Store<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(|o| o.managed_fields_mut().clear())
-        .reflect(writer);
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            if let Err(error) = event {
-                tracing::warn!(watch = what, %error, "watch error; retrying");
-                continue;
-            }
-            trigger.notify_one();
-        }
-    });
-    reader
-}
 
 /// Watches `client`'s cluster and keeps `zone` current until the process ends. `ready` turns
 /// true with the first synced snapshot.
@@ -62,13 +28,13 @@ pub async fn run(
     ready: Arc<AtomicBool>,
 ) {
     let trigger = Arc::new(Notify::new());
-    let imports = reflect(
+    let imports = atoll_watch::reflect(
         Api::<ServiceImport>::all(client.clone()),
         watcher::Config::default(),
         trigger.clone(),
         "ServiceImports",
     );
-    let slices = reflect(
+    let slices = atoll_watch::reflect(
         Api::<EndpointSlice>::all(client),
         watcher::Config::default().labels(labels::SERVICE_NAME),
         trigger.clone(),

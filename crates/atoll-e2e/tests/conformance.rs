@@ -113,6 +113,14 @@ async fn two_clusters(
     deploy(&set.members[1], ns, c1_service, c1_labels, true).await
 }
 
+/// Waits for `Conflict=True` with `reason` on the exports of both c0 and c1.
+async fn conflict_on_both(set: &ClusterSet, ns: &str, reason: &str) -> anyhow::Result<()> {
+    for m in &set.members[..2] {
+        wait_export_condition(m, ns, "hello", "Conflict", "True", reason).await?;
+    }
+    Ok(())
+}
+
 async fn stays(
     what: &str,
     mut check: impl AsyncFnMut() -> anyhow::Result<bool>,
@@ -235,17 +243,7 @@ async fn c03_conflicting_labels_keep_the_oldest_and_flag_both() -> anyhow::Resul
         "other",
     )
     .await?;
-    for m in &set.members[..2] {
-        wait_export_condition(
-            m,
-            &ns.name,
-            "hello",
-            "Conflict",
-            "True",
-            "LabelsConflict,AnnotationsConflict",
-        )
-        .await?;
-    }
+    conflict_on_both(&set, &ns.name, "LabelsConflict,AnnotationsConflict").await?;
     for i in import_everywhere(&set, &ns.name).await? {
         assert_eq!(
             i.labels().get("dummy-label").map(String::as_str),
@@ -356,9 +354,7 @@ async fn c10_two_clusters_expose_the_port_union_and_conflict() -> anyhow::Result
         "true",
     )
     .await?;
-    for m in &set.members[..2] {
-        wait_export_condition(m, &ns.name, "hello", "Conflict", "True", "PortConflict").await?;
-    }
+    conflict_on_both(&set, &ns.name, "PortConflict").await?;
     for m in &set.members {
         wait_import(m, &ns.name, "hello", |i| {
             let names: Vec<String> = i
@@ -388,9 +384,7 @@ async fn c11_conflicting_ports_keep_the_oldest() -> anyhow::Result<()> {
         "true",
     )
     .await?;
-    for m in &set.members[..2] {
-        wait_export_condition(m, &ns.name, "hello", "Conflict", "True", "PortConflict").await?;
-    }
+    conflict_on_both(&set, &ns.name, "PortConflict").await?;
     for i in import_everywhere(&set, &ns.name).await? {
         let ports: Vec<(Option<String>, i32)> = i
             .spec
@@ -476,9 +470,7 @@ async fn c15_conflicting_headlessness_keeps_clustersetip() -> anyhow::Result<()>
         "true",
     )
     .await?;
-    for m in &set.members[..2] {
-        wait_export_condition(m, &ns.name, "hello", "Conflict", "True", "TypeConflict").await?;
-    }
+    conflict_on_both(&set, &ns.name, "TypeConflict").await?;
     for i in import_everywhere(&set, &ns.name).await? {
         assert_eq!(
             i.spec.map(|s| s.type_),
