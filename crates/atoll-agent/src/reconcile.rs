@@ -16,6 +16,7 @@ use atoll_core::cluster_id::is_dns_label;
 use atoll_core::export::{self, Validity};
 use atoll_core::import::{self, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use atoll_core::merge::{MergedService, merge};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -434,124 +435,25 @@ async fn import(
             .push(copy.clone());
     }
 
+    // Services are independent: import them concurrently, so one slow write does not hold up
+    // the rest and a burst of exports converges in a few round trips.
+    let results: Vec<ServiceResult> = futures::stream::iter(merged.iter())
+        .map(|((ns, name), m)| {
+            import_service(config, stores, context, &namespaces, &copies, ns, name, m)
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
     let mut want_imports = BTreeSet::new();
-    let mut skipped = 0i64;
     let mut want_derived = BTreeSet::new();
     let mut want_slices = BTreeSet::new();
-    for ((ns, name), m) in merged {
-        if !namespaces.contains(ns) {
-            // Namespace sameness: Atoll never creates namespaces. Say so once per service.
-            skipped += 1;
-            let key = format!("namespace-missing/{ns}/{name}");
-            if context
-                .reported
-                .lock()
-                .is_ok_and(|mut seen| seen.insert(key))
-            {
-                tracing::warn!(namespace = %ns, service = %name, "not importing: the namespace does not exist in this cluster; create it to receive the import");
-            }
-            continue;
-        }
-        let services: Api<Service> = Api::namespaced(member.clone(), ns);
-        let (ips, families) = match import::derived_service(m) {
-            Some(desired) => {
-                let derived_name = desired.name_any();
-                want_derived.insert((ns.clone(), derived_name.clone()));
-                let observed = stores
-                    .services
-                    .get(&ObjectRef::new(&derived_name).within(ns));
-                let current = match observed {
-                    Some(o) if already_applied(o.as_ref(), &desired) => Some(o.as_ref().clone()),
-                    _ => errors.note(
-                        "applying derived Service",
-                        writer::apply(&services, &desired, &context.writes).await,
-                    ),
-                };
-                let spec = current.and_then(|s| s.spec).unwrap_or_default();
-                let ips: Vec<String> = spec
-                    .cluster_ips
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|ip| ip != "None")
-                    .collect();
-                (ips, spec.ip_families.unwrap_or_default())
-            }
-            None => (Vec::new(), m.spec.ip_families.clone()),
-        };
-        let ready = m.spec.type_ == ServiceImportType::Headless || !ips.is_empty();
-        let mut desired = import::service_import(m, ips, families);
-        let status = desired.status.take().unwrap_or_default();
-        want_imports.insert((ns.clone(), name.clone()));
-        let imports: Api<ServiceImport> = Api::namespaced(member.clone(), ns);
-        let observed = stores.imports.get(&ObjectRef::new(name).within(ns));
-        let spec_current = observed.as_ref().is_some_and(|o| {
-            o.spec == desired.spec
-                && o.metadata.labels == desired.metadata.labels
-                && annotations_current(o, &desired)
-        });
-        if !spec_current {
-            let applied = errors.note(
-                "applying ServiceImport",
-                writer::apply(&imports, &desired, &context.writes).await,
-            );
-            if observed.is_none() && applied.is_some() {
-                observe_import_latency(context, m, ns, name);
-            }
-        }
-        let previous = observed
-            .as_ref()
-            .and_then(|o| o.status.clone())
-            .unwrap_or_default();
-        let conditions = vec![if ready {
-            condition(
-                import_condition::READY,
-                true,
-                import_condition::REASON_READY,
-                String::new(),
-                &previous.conditions,
-            )
-        } else {
-            condition(
-                import_condition::READY,
-                false,
-                import_condition::REASON_PENDING,
-                "waiting for the derived Service's cluster IP".to_owned(),
-                &previous.conditions,
-            )
-        }];
-        if previous.clusters != status.clusters
-            || !same_conditions(&previous.conditions, &conditions)
-        {
-            let partial = json!({
-                "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-                "status": { "clusters": status.clusters, "conditions": conditions }
-            });
-            errors.note(
-                "applying ServiceImport status",
-                writer::apply_status(&imports, name, &partial, &context.writes).await,
-            );
-        }
-
-        let slices: Api<EndpointSlice> = Api::namespaced(member.clone(), ns);
-        for cluster in &m.clusters {
-            let source: Vec<&EndpointSlice> = copies
-                .get(&(ns.clone(), name.clone(), cluster.clone()))
-                .map(|v| v.iter().map(Arc::as_ref).collect())
-                .unwrap_or_default();
-            for slice in import::mcs_slices(m, cluster, &source) {
-                let slice_name = slice.name_any();
-                want_slices.insert((ns.clone(), slice_name.clone()));
-                let observed = stores
-                    .mcs_slices
-                    .get(&ObjectRef::new(&slice_name).within(ns));
-                if !observed.is_some_and(|o| already_applied(o.as_ref(), &slice)) {
-                    errors.note(
-                        "applying MCS EndpointSlice",
-                        writer::apply(&slices, &slice, &context.writes).await,
-                    );
-                }
-            }
-        }
+    let mut skipped = 0i64;
+    for r in results {
+        want_imports.extend(r.imports);
+        want_derived.extend(r.derived);
+        want_slices.extend(r.slices);
+        skipped += i64::from(r.skipped);
+        errors.0 += r.errors.0;
     }
 
     context
@@ -595,6 +497,163 @@ async fn import(
     }
 }
 
+/// What importing one service wanted and how it went.
+#[derive(Default)]
+struct ServiceResult {
+    imports: Vec<ServiceKey>,
+    derived: Vec<ServiceKey>,
+    slices: Vec<ServiceKey>,
+    /// Not imported: the namespace does not exist in this cluster.
+    skipped: bool,
+    errors: Errors,
+}
+
+/// The ServiceImport, derived Service and MCS slices of one merged service in this member.
+#[allow(clippy::too_many_arguments)]
+async fn import_service(
+    config: &AgentConfig,
+    stores: &Stores,
+    context: &Context,
+    namespaces: &BTreeSet<String>,
+    copies: &BTreeMap<(String, String, String), Vec<Arc<EndpointSlice>>>,
+    ns: &String,
+    name: &String,
+    m: &MergedService,
+) -> ServiceResult {
+    let member = &config.member;
+    let mut out = ServiceResult::default();
+    let mut errors = Errors::default();
+    if !namespaces.contains(ns) {
+        // Namespace sameness: Atoll never creates namespaces. Say so once per service.
+        out.skipped = true;
+        let key = format!("namespace-missing/{ns}/{name}");
+        if context
+            .reported
+            .lock()
+            .is_ok_and(|mut seen| seen.insert(key))
+        {
+            tracing::warn!(namespace = %ns, service = %name, "not importing: the namespace does not exist in this cluster; create it to receive the import");
+        }
+        out.errors = errors;
+        return out;
+    }
+    let services: Api<Service> = Api::namespaced(member.clone(), ns);
+    // Why this cluster cannot give the import a VIP of its families, if it cannot.
+    let mut family_problem = None;
+    let (ips, families) = match import::derived_service(m) {
+        Some(desired) => {
+            let derived_name = desired.name_any();
+            out.derived.push((ns.clone(), derived_name.clone()));
+            let observed = stores
+                .services
+                .get(&ObjectRef::new(&derived_name).within(ns));
+            let current = match observed {
+                Some(o) if already_applied(o.as_ref(), &desired) => Some(o.as_ref().clone()),
+                _ => {
+                    let applied = writer::apply(&services, &desired, &context.writes).await;
+                    if let Err(e) = &applied {
+                        family_problem = ip_family_problem(e);
+                    }
+                    errors.note("applying derived Service", applied)
+                }
+            };
+            let spec = current.and_then(|s| s.spec).unwrap_or_default();
+            let ips: Vec<String> = spec
+                .cluster_ips
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|ip| ip != "None")
+                .collect();
+            (ips, spec.ip_families.unwrap_or_default())
+        }
+        None => (Vec::new(), m.spec.ip_families.clone()),
+    };
+    let ready = m.spec.type_ == ServiceImportType::Headless || !ips.is_empty();
+    let mut desired = import::service_import(m, ips, families);
+    let status = desired.status.take().unwrap_or_default();
+    out.imports.push((ns.clone(), name.clone()));
+    let imports: Api<ServiceImport> = Api::namespaced(member.clone(), ns);
+    let observed = stores.imports.get(&ObjectRef::new(name).within(ns));
+    let spec_current = observed.as_ref().is_some_and(|o| {
+        o.spec == desired.spec
+            && o.metadata.labels == desired.metadata.labels
+            && annotations_current(o, &desired)
+    });
+    if !spec_current {
+        let applied = errors.note(
+            "applying ServiceImport",
+            writer::apply(&imports, &desired, &context.writes).await,
+        );
+        if observed.is_none() && applied.is_some() {
+            observe_import_latency(context, m, ns, name);
+        }
+    }
+    let previous = observed
+        .as_ref()
+        .and_then(|o| o.status.clone())
+        .unwrap_or_default();
+    let conditions = vec![if ready {
+        condition(
+            import_condition::READY,
+            true,
+            import_condition::REASON_READY,
+            String::new(),
+            &previous.conditions,
+        )
+    } else if let Some(problem) = family_problem {
+        condition(
+            import_condition::READY,
+            false,
+            import_condition::REASON_IP_FAMILY_NOT_SUPPORTED,
+            format!(
+                "this cluster cannot allocate a cluster IP of the service's IP families: {problem}"
+            ),
+            &previous.conditions,
+        )
+    } else {
+        condition(
+            import_condition::READY,
+            false,
+            import_condition::REASON_PENDING,
+            "waiting for the derived Service's cluster IP".to_owned(),
+            &previous.conditions,
+        )
+    }];
+    if previous.clusters != status.clusters || !same_conditions(&previous.conditions, &conditions) {
+        let partial = json!({
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "status": { "clusters": status.clusters, "conditions": conditions }
+        });
+        errors.note(
+            "applying ServiceImport status",
+            writer::apply_status(&imports, name, &partial, &context.writes).await,
+        );
+    }
+
+    let slices: Api<EndpointSlice> = Api::namespaced(member.clone(), ns);
+    for cluster in &m.clusters {
+        let source: Vec<&EndpointSlice> = copies
+            .get(&(ns.clone(), name.clone(), cluster.clone()))
+            .map(|v| v.iter().map(Arc::as_ref).collect())
+            .unwrap_or_default();
+        for slice in import::mcs_slices(m, cluster, &source) {
+            let slice_name = slice.name_any();
+            out.slices.push((ns.clone(), slice_name.clone()));
+            let observed = stores
+                .mcs_slices
+                .get(&ObjectRef::new(&slice_name).within(ns));
+            if !observed.is_some_and(|o| already_applied(o.as_ref(), &slice)) {
+                errors.note(
+                    "applying MCS EndpointSlice",
+                    writer::apply(&slices, &slice, &context.writes).await,
+                );
+            }
+        }
+    }
+    out.errors = errors;
+    out
+}
+
 /// Records export-to-import latency the first time this agent creates an import, measured from
 /// the oldest constituent export's creation.
 fn observe_import_latency(context: &Context, merged: &MergedService, ns: &str, name: &str) {
@@ -608,6 +667,19 @@ fn observe_import_latency(context: &Context, merged: &MergedService, ns: &str, n
             .metrics
             .export_to_import_seconds
             .observe(age.as_secs_f64().max(0.0));
+    }
+}
+
+/// The apiserver's reason, when it refused a derived Service for its IP families (for example
+/// an IPv6-only service imported into an IPv4-only cluster).
+fn ip_family_problem(error: &kube::Error) -> Option<String> {
+    match error {
+        kube::Error::Api(e)
+            if e.code == 422 && e.message.to_ascii_lowercase().contains("famil") =>
+        {
+            Some(e.message.clone())
+        }
+        _ => None,
     }
 }
 

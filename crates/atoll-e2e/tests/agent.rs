@@ -441,3 +441,73 @@ fn rand_suffix() -> u32 {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0)
 }
+
+#[tokio::test]
+async fn an_ip_family_the_cluster_lacks_is_reported_on_the_import() -> anyhow::Result<()> {
+    use atoll_api::hub::{ExportedService, ExportedServiceSpec};
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("ipv6").await?;
+    let hub = &set.members[0];
+    // An IPv6-only service from a member (c9) whose records we write by hand: the local
+    // clusters are IPv4-only, so no importer can give it a VIP.
+    let member_ns = atoll_api::hub::namespace_for("c9");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.client.clone());
+    let object = k8s_openapi::api::core::v1::Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(member_ns.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let _ = namespaces
+        .create(&kube::api::PostParams::default(), &object)
+        .await;
+    let spec: ExportedServiceSpec = serde_json::from_value(serde_json::json!({
+        "cluster": "c9", "namespace": ns.name, "name": "v6only",
+        "exportCreated": "2026-01-01T00:00:00Z", "type": "ClusterSetIP",
+        "ports": [{"name": "tcp", "protocol": "TCP", "port": 80}], "ipFamilies": ["IPv6"]
+    }))?;
+    let mut record = ExportedService::new(&format!("{}.v6only", ns.name), spec);
+    record.metadata.namespace = Some(member_ns.clone());
+    record.metadata.labels =
+        Some([(atoll_api::hub::LABEL_CLUSTER.to_owned(), "c9".to_owned())].into());
+    let records: Api<ExportedService> = Api::namespaced(hub.client.clone(), &member_ns);
+    records
+        .patch(
+            &record.name_any(),
+            &PatchParams::apply("atoll-e2e"),
+            &Patch::Apply(&record),
+        )
+        .await?;
+    for member in &set.members {
+        wait_import(member, &ns.name, "v6only", |i| {
+            let ready = i
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+            match ready {
+                Some(c) if c.reason == "IPFamilyNotSupported" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await?;
+    }
+    records
+        .delete(&record.name_any(), &Default::default())
+        .await?;
+    for member in &set.members {
+        wait_for(
+            &format!("v6only import gone from {}", member.context),
+            CONVERGE,
+            || async {
+                Ok(if import(member, &ns.name, "v6only").await?.is_none() {
+                    Ok(())
+                } else {
+                    Err("present")
+                })
+            },
+        )
+        .await?;
+    }
+    ns.cleanup().await
+}
