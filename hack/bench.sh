@@ -6,8 +6,9 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_DIR"
 cargo build --locked --release -p atoll -p atoll-bench
+# A fresh ClusterSet: leftovers of earlier runs (namespaces still being deleted, their pods)
+# would compete for the two CPUs and distort the numbers.
+"$HACK_DIR/env-down.sh"
 "$HACK_DIR/env-up.sh"
-# Agents from the release build; restarted so the bench measures exactly this binary.
-"$HACK_DIR/agents.sh" stop
 ATOLL=$REPO_DIR/target/release/atoll "$HACK_DIR/agents.sh" start
 ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig "$REPO_DIR/target/release/atoll-bench"

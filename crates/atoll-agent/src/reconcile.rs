@@ -462,39 +462,32 @@ async fn import(
         .set(i64::try_from(want_imports.len()).unwrap_or(i64::MAX));
     context.metrics.imports_skipped.set(skipped);
     // Remove what we own and no longer want.
-    for import in stores.imports.state() {
-        let key = (import.namespace().unwrap_or_default(), import.name_any());
-        if owned(import.labels()) && !want_imports.contains(&key) {
-            let api: Api<ServiceImport> = Api::namespaced(member.clone(), &key.0);
-            errors.note(
-                "deleting ServiceImport",
-                writer::delete(&api, &key.1, &context.writes).await,
-            );
-        }
-    }
-    for service in stores.services.state() {
-        let key = (service.namespace().unwrap_or_default(), service.name_any());
-        if owned(service.labels())
-            && service.labels().contains_key(labels::SERVICE_NAME)
-            && !want_derived.contains(&key)
-        {
-            let api: Api<Service> = Api::namespaced(member.clone(), &key.0);
-            errors.note(
-                "deleting derived Service",
-                writer::delete(&api, &key.1, &context.writes).await,
-            );
-        }
-    }
-    for slice in stores.mcs_slices.state() {
-        let key = (slice.namespace().unwrap_or_default(), slice.name_any());
-        if !want_slices.contains(&key) {
-            let api: Api<EndpointSlice> = Api::namespaced(member.clone(), &key.0);
-            errors.note(
-                "deleting MCS EndpointSlice",
-                writer::delete(&api, &key.1, &context.writes).await,
-            );
-        }
-    }
+    let stale_imports: Vec<ServiceKey> = stores
+        .imports
+        .state()
+        .iter()
+        .filter(|i| owned(i.labels()))
+        .map(|i| (i.namespace().unwrap_or_default(), i.name_any()))
+        .filter(|key| !want_imports.contains(key))
+        .collect();
+    let stale_derived: Vec<ServiceKey> = stores
+        .services
+        .state()
+        .iter()
+        .filter(|s| owned(s.labels()) && s.labels().contains_key(labels::SERVICE_NAME))
+        .map(|s| (s.namespace().unwrap_or_default(), s.name_any()))
+        .filter(|key| !want_derived.contains(key))
+        .collect();
+    let stale_slices: Vec<ServiceKey> = stores
+        .mcs_slices
+        .state()
+        .iter()
+        .map(|s| (s.namespace().unwrap_or_default(), s.name_any()))
+        .filter(|key| !want_slices.contains(key))
+        .collect();
+    errors.0 += writer::delete_all::<ServiceImport>(member, stale_imports, &context.writes).await;
+    errors.0 += writer::delete_all::<Service>(member, stale_derived, &context.writes).await;
+    errors.0 += writer::delete_all::<EndpointSlice>(member, stale_slices, &context.writes).await;
 }
 
 /// What importing one service wanted and how it went.

@@ -106,6 +106,35 @@ where
     }
 }
 
+/// Deletes the namespaced objects `(namespace, name)` of kind `K`, 16 at a time; returns how
+/// many deletes failed (each is logged).
+pub async fn delete_all<K>(
+    client: &Client,
+    objects: Vec<(String, String)>,
+    writes: &WriteCounter,
+) -> usize
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + Debug,
+{
+    use futures::StreamExt;
+    let results: Vec<Result<(), kube::Error>> = futures::stream::iter(objects)
+        .map(|(namespace, name)| async move {
+            let api: Api<K> = Api::namespaced(client.clone(), &namespace);
+            let result = delete(&api, &name, writes).await;
+            if let Err(error) = &result {
+                tracing::warn!(kind = %kind::<K>(), %namespace, %name, %error, "delete failed");
+            }
+            result
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    results.iter().filter(|r| r.is_err()).count()
+}
+
 /// Creates this member's hub namespace unless it exists (`atoll join` normally has).
 pub async fn ensure_hub_namespace(hub: &Client, cluster: &str) -> Result<(), Error> {
     let namespace = atoll_api::hub::namespace_for(cluster);
