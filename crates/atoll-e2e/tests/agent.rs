@@ -344,36 +344,39 @@ async fn service_property_conflicts_keep_the_oldest_values() -> anyhow::Result<(
     ns.cleanup().await
 }
 
-#[tokio::test]
-async fn malformed_hub_records_are_ignored() -> anyhow::Result<()> {
-    use atoll_api::hub::{ExportedService, ExportedServiceSpec};
-    let set = ClusterSet::from_env().await?;
-    let ns = set.namespace("malformed").await?;
-    let hub = &set.members[0];
-    // A record in the namespace of no member, claiming to come from c3: importers must not
-    // trust it (a member may only speak for itself).
-    let spoof_ns = "atoll-c9";
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.client.clone());
-    let object = k8s_openapi::api::core::v1::Namespace {
+/// Writes an ExportedService by hand into hub namespace `atoll-<stored_in>` that claims to come
+/// from `claims` and export `ns/name` with the given IP families; returns its API and name.
+async fn hand_made_record(
+    hub: &Member,
+    stored_in: &str,
+    claims: &str,
+    ns: &str,
+    name: &str,
+    families: &[&str],
+) -> anyhow::Result<(Api<atoll_api::hub::ExportedService>, String)> {
+    use atoll_api::hub::{self, ExportedService, ExportedServiceSpec};
+    use k8s_openapi::api::core::v1::Namespace;
+    let member_ns = hub::namespace_for(stored_in);
+    let object = Namespace {
         metadata: kube::api::ObjectMeta {
-            name: Some(spoof_ns.into()),
+            name: Some(member_ns.clone()),
             ..Default::default()
         },
         ..Default::default()
     };
-    let _ = namespaces
+    // Already there from an earlier test is fine.
+    let _ = Api::<Namespace>::all(hub.client.clone())
         .create(&kube::api::PostParams::default(), &object)
         .await;
     let spec: ExportedServiceSpec = serde_json::from_value(serde_json::json!({
-        "cluster": "c3", "namespace": ns.name, "name": "spoofed",
+        "cluster": claims, "namespace": ns, "name": name,
         "exportCreated": "2026-01-01T00:00:00Z", "type": "ClusterSetIP",
-        "ports": [{"name": "tcp", "protocol": "TCP", "port": 80}], "ipFamilies": ["IPv4"]
+        "ports": [{"name": "tcp", "protocol": "TCP", "port": 80}], "ipFamilies": families
     }))?;
-    let mut record = ExportedService::new(&format!("{}.spoofed", ns.name), spec);
-    record.metadata.namespace = Some(spoof_ns.into());
-    record.metadata.labels =
-        Some([(atoll_api::hub::LABEL_CLUSTER.to_owned(), "c3".to_owned())].into());
-    let records: Api<ExportedService> = Api::namespaced(hub.client.clone(), spoof_ns);
+    let mut record = ExportedService::new(&hub::record_name(ns, name), spec);
+    record.metadata.namespace = Some(member_ns.clone());
+    record.metadata.labels = Some([(hub::LABEL_CLUSTER.to_owned(), claims.to_owned())].into());
+    let records: Api<ExportedService> = Api::namespaced(hub.client.clone(), &member_ns);
     records
         .patch(
             &record.name_any(),
@@ -381,6 +384,17 @@ async fn malformed_hub_records_are_ignored() -> anyhow::Result<()> {
             &Patch::Apply(&record),
         )
         .await?;
+    Ok((records, record.name_any()))
+}
+
+#[tokio::test]
+async fn malformed_hub_records_are_ignored() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("malformed").await?;
+    // Stored in the namespace of c9 but claiming to come from c3: importers must not trust it
+    // (a member may only speak for itself).
+    let (records, name) =
+        hand_made_record(&set.members[0], "c9", "c3", &ns.name, "spoofed", &["IPv4"]).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     for member in &set.members {
         assert!(
@@ -389,9 +403,7 @@ async fn malformed_hub_records_are_ignored() -> anyhow::Result<()> {
             member.context
         );
     }
-    records
-        .delete(&record.name_any(), &Default::default())
-        .await?;
+    records.delete(&name, &Default::default()).await?;
     ns.cleanup().await
 }
 
@@ -444,41 +456,12 @@ fn rand_suffix() -> u32 {
 
 #[tokio::test]
 async fn an_ip_family_the_cluster_lacks_is_reported_on_the_import() -> anyhow::Result<()> {
-    use atoll_api::hub::{ExportedService, ExportedServiceSpec};
     let set = ClusterSet::from_env().await?;
     let ns = set.namespace("ipv6").await?;
-    let hub = &set.members[0];
-    // An IPv6-only service from a member (c9) whose records we write by hand: the local
+    // An IPv6-only service from a member (c9) whose record we write by hand: the local
     // clusters are IPv4-only, so no importer can give it a VIP.
-    let member_ns = atoll_api::hub::namespace_for("c9");
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.client.clone());
-    let object = k8s_openapi::api::core::v1::Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(member_ns.clone()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let _ = namespaces
-        .create(&kube::api::PostParams::default(), &object)
-        .await;
-    let spec: ExportedServiceSpec = serde_json::from_value(serde_json::json!({
-        "cluster": "c9", "namespace": ns.name, "name": "v6only",
-        "exportCreated": "2026-01-01T00:00:00Z", "type": "ClusterSetIP",
-        "ports": [{"name": "tcp", "protocol": "TCP", "port": 80}], "ipFamilies": ["IPv6"]
-    }))?;
-    let mut record = ExportedService::new(&format!("{}.v6only", ns.name), spec);
-    record.metadata.namespace = Some(member_ns.clone());
-    record.metadata.labels =
-        Some([(atoll_api::hub::LABEL_CLUSTER.to_owned(), "c9".to_owned())].into());
-    let records: Api<ExportedService> = Api::namespaced(hub.client.clone(), &member_ns);
-    records
-        .patch(
-            &record.name_any(),
-            &PatchParams::apply("atoll-e2e"),
-            &Patch::Apply(&record),
-        )
-        .await?;
+    let (records, name) =
+        hand_made_record(&set.members[0], "c9", "c9", &ns.name, "v6only", &["IPv6"]).await?;
     for member in &set.members {
         wait_import(member, &ns.name, "v6only", |i| {
             let ready = i
@@ -492,9 +475,7 @@ async fn an_ip_family_the_cluster_lacks_is_reported_on_the_import() -> anyhow::R
         })
         .await?;
     }
-    records
-        .delete(&record.name_any(), &Default::default())
-        .await?;
+    records.delete(&name, &Default::default()).await?;
     for member in &set.members {
         wait_for(
             &format!("v6only import gone from {}", member.context),
