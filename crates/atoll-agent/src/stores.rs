@@ -137,5 +137,11 @@ fn watch<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    atoll_watch::reflect(Api::all(client.clone()), config, trigger.clone(), what)
+    atoll_watch::reflect(
+        Api::all(client.clone()),
+        config,
+        trigger.clone(),
+        what,
+        atoll_watch::keep_all,
+    )
 }

@@ -33,12 +33,14 @@ pub async fn run(
         watcher::Config::default(),
         trigger.clone(),
         "ServiceImports",
+        atoll_watch::keep_identity_and_labels,
     );
     let slices = atoll_watch::reflect(
         Api::<EndpointSlice>::all(client),
         watcher::Config::default().labels(labels::SERVICE_NAME),
         trigger.clone(),
         "MCS EndpointSlices",
+        atoll_watch::keep_identity_and_labels,
     );
     let (a, b) = futures::join!(
         imports.wait_until_ready().boxed(),

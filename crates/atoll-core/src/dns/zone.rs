@@ -133,26 +133,40 @@ fn srv_rdata(weight: u16, port: u16, target: &[u8]) -> Vec<u8> {
 }
 
 /// The records of one type at one name while the zone is being built: answer RDATAs and
-/// additional records as (owner, type, RDATA), de-duplicated and ordered.
-type PendingSet = (BTreeSet<Vec<u8>>, BTreeSet<(Vec<u8>, u16, Vec<u8>)>);
+/// additional records as (owner, type, RDATA). Flat vectors, sorted and de-duplicated once at
+/// encoding: a build touches every name of the zone, and per-name tree maps would make its peak
+/// memory many times the size of the zone it produces.
+#[derive(Default)]
+struct PendingSet {
+    answers: Vec<Vec<u8>>,
+    additional: Vec<(Vec<u8>, u16, Vec<u8>)>,
+}
 
 #[derive(Default)]
 struct Builder {
-    names: BTreeMap<Vec<u8>, BTreeMap<u16, PendingSet>>,
+    names: HashMap<Vec<u8>, Vec<(u16, PendingSet)>>,
 }
 
 impl Builder {
+    fn sets(&mut self, name: &[u8]) -> &mut Vec<(u16, PendingSet)> {
+        self.names.entry(name.to_vec()).or_default()
+    }
+    fn set(&mut self, name: &[u8], rtype: u16) -> &mut PendingSet {
+        let sets = self.sets(name);
+        let index = match sets.iter().position(|(t, _)| *t == rtype) {
+            Some(index) => index,
+            None => {
+                sets.push((rtype, PendingSet::default()));
+                sets.len() - 1
+            }
+        };
+        &mut sets[index].1
+    }
     fn touch(&mut self, name: &[u8]) {
-        self.names.entry(name.to_vec()).or_default();
+        self.sets(name);
     }
     fn add(&mut self, name: &[u8], rtype: u16, rdata: Vec<u8>) {
-        self.names
-            .entry(name.to_vec())
-            .or_default()
-            .entry(rtype)
-            .or_default()
-            .0
-            .insert(rdata);
+        self.set(name, rtype).answers.push(rdata);
     }
     fn add_additional(
         &mut self,
@@ -162,13 +176,9 @@ impl Builder {
         add_type: u16,
         rdata: Vec<u8>,
     ) {
-        self.names
-            .entry(name.to_vec())
-            .or_default()
-            .entry(rtype)
-            .or_default()
-            .1
-            .insert((owner.to_vec(), add_type, rdata));
+        self.set(name, rtype)
+            .additional
+            .push((owner.to_vec(), add_type, rdata));
     }
 }
 
@@ -418,9 +428,18 @@ impl Zone {
 
         let mut nodes = HashMap::with_capacity(b.names.len() + 1);
         let mut bytes = soa.len();
-        for (owner, types) in b.names {
+        for (owner, mut types) in b.names {
             let mut node = Node::default();
-            for (t, (rdatas, additional)) in types {
+            types.sort_by_key(|(t, _)| *t);
+            for (t, pending) in types {
+                let PendingSet {
+                    answers: mut rdatas,
+                    mut additional,
+                } = pending;
+                rdatas.sort();
+                rdatas.dedup();
+                additional.sort();
+                additional.dedup();
                 let ttl = if t == rtype::TXT {
                     config.txt_ttl
                 } else {
@@ -442,6 +461,8 @@ impl Zone {
                     );
                     set.additional_count += 1;
                 }
+                set.answers.shrink_to_fit();
+                set.additional.shrink_to_fit();
                 bytes += set.answers.len() + set.additional.len();
                 node.sets.push((t, set));
             }
