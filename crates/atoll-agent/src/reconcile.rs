@@ -226,8 +226,6 @@ async fn publish(
     errors: &mut Errors,
 ) -> BTreeSet<ServiceKey> {
     let hub_ns = hub::namespace_for(config.cluster_id.as_str());
-    let records_api: Api<ExportedService> = Api::namespaced(config.hub.clone(), &hub_ns);
-    let slices_api: Api<EndpointSlice> = Api::namespaced(config.hub.clone(), &hub_ns);
     let mut published = BTreeSet::new();
 
     let observed: BTreeMap<String, Arc<ExportedService>> = stores
@@ -237,30 +235,31 @@ async fn publish(
         .filter(|r| r.namespace().as_deref() == Some(hub_ns.as_str()))
         .map(|r| (r.name_any(), r))
         .collect();
-    for (name, desired) in &exports.records {
-        let current = observed
-            .get(name)
-            .is_some_and(|o| o.spec == desired.spec && o.labels() == desired.labels());
-        let ok = current
-            || errors
-                .note(
-                    "publishing record",
-                    writer::apply(&records_api, desired, &context.writes).await,
-                )
-                .is_some();
-        if ok && let Some(owner) = exports.record_owner.get(name) {
+    // Exports are independent: publish them concurrently, so a burst of exports does not queue
+    // behind one write round trip each.
+    let changed: Vec<&ExportedService> = exports
+        .records
+        .iter()
+        .filter(|(name, desired)| {
+            !observed
+                .get(*name)
+                .is_some_and(|o| o.spec == desired.spec && o.labels() == desired.labels())
+        })
+        .map(|(_, desired)| desired)
+        .collect();
+    let failed = writer::apply_all(&config.hub, changed, &context.writes).await;
+    errors.0 += failed.len();
+    for (name, owner) in &exports.record_owner {
+        if !failed.contains(name) {
             published.insert(owner.clone());
         }
     }
-    for name in observed
+    let stale: Vec<ServiceKey> = observed
         .keys()
         .filter(|n| !exports.records.contains_key(*n))
-    {
-        errors.note(
-            "withdrawing record",
-            writer::delete(&records_api, name, &context.writes).await,
-        );
-    }
+        .map(|n| (hub_ns.clone(), n.clone()))
+        .collect();
+    errors.0 += writer::delete_all::<ExportedService>(&config.hub, stale, &context.writes).await;
 
     let observed: BTreeMap<String, Arc<EndpointSlice>> = stores
         .hub_slices
@@ -269,23 +268,25 @@ async fn publish(
         .filter(|s| s.namespace().as_deref() == Some(hub_ns.as_str()))
         .map(|s| (s.name_any(), s))
         .collect();
-    for (name, desired) in &exports.slices {
-        if !observed
-            .get(name)
-            .is_some_and(|o| already_applied(o.as_ref(), desired))
-        {
-            errors.note(
-                "publishing endpoints",
-                writer::apply(&slices_api, desired, &context.writes).await,
-            );
-        }
-    }
-    for name in observed.keys().filter(|n| !exports.slices.contains_key(*n)) {
-        errors.note(
-            "withdrawing endpoints",
-            writer::delete(&slices_api, name, &context.writes).await,
-        );
-    }
+    let changed: Vec<&EndpointSlice> = exports
+        .slices
+        .iter()
+        .filter(|(name, desired)| {
+            !observed
+                .get(*name)
+                .is_some_and(|o| already_applied(o.as_ref(), *desired))
+        })
+        .map(|(_, desired)| desired)
+        .collect();
+    errors.0 += writer::apply_all(&config.hub, changed, &context.writes)
+        .await
+        .len();
+    let stale: Vec<ServiceKey> = observed
+        .keys()
+        .filter(|n| !exports.slices.contains_key(*n))
+        .map(|n| (hub_ns.clone(), n.clone()))
+        .collect();
+    errors.0 += writer::delete_all::<EndpointSlice>(&config.hub, stale, &context.writes).await;
     published
 }
 
@@ -703,6 +704,7 @@ async fn export_status(
     errors: &mut Errors,
 ) {
     let cluster = config.cluster_id.as_str();
+    let mut updates = Vec::new();
     for export in stores.exports.state() {
         let (Some(ns), name) = (export.namespace(), export.name_any()) else {
             continue;
@@ -758,23 +760,33 @@ async fn export_status(
                 &previous,
             ));
         }
-        if same_conditions(&previous, &conditions) {
-            continue;
+        if !same_conditions(&previous, &conditions) {
+            updates.push((export, previous, conditions));
         }
-        for event in events::transitions(&previous, &conditions) {
-            let reference = export.object_ref(&());
-            if let Err(error) = context.recorder.publish(&event, &reference).await {
-                tracing::warn!(%error, export = %name, "publishing an Event failed");
-            }
-        }
-        let api: Api<ServiceExport> = Api::namespaced(config.member.clone(), &ns);
-        let partial = json!({
-            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
-            "status": { "conditions": conditions }
-        });
-        errors.note(
-            "updating ServiceExport status",
-            writer::apply_status(&api, &name, &partial, &context.writes).await,
-        );
     }
+    // Status writes of different exports are independent: send them concurrently.
+    let failed = futures::stream::iter(updates)
+        .map(|(export, previous, conditions)| async move {
+            let (ns, name) = (export.namespace().unwrap_or_default(), export.name_any());
+            for event in events::transitions(&previous, &conditions) {
+                if let Err(error) = context.recorder.publish(&event, &export.object_ref(&())).await {
+                    tracing::warn!(%error, export = %name, "publishing an Event failed");
+                }
+            }
+            let api: Api<ServiceExport> = Api::namespaced(config.member.clone(), &ns);
+            let partial = json!({
+                "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+                "status": { "conditions": conditions }
+            });
+            let result = writer::apply_status(&api, &name, &partial, &context.writes).await;
+            if let Err(error) = &result {
+                tracing::warn!(%error, export = %name, namespace = %ns, "updating ServiceExport status failed");
+            }
+            result.is_err()
+        })
+        .buffer_unordered(16)
+        .filter(|failed| std::future::ready(*failed))
+        .count()
+        .await;
+    errors.0 += failed;
 }

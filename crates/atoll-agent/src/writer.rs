@@ -106,6 +106,40 @@ where
     }
 }
 
+/// Server-side applies every object (each names its own namespace), 16 at a time; returns
+/// the names of those that failed (each is logged).
+pub async fn apply_all<K>(
+    client: &Client,
+    objects: Vec<&K>,
+    writes: &WriteCounter,
+) -> std::collections::BTreeSet<String>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + Debug,
+{
+    use futures::StreamExt;
+    futures::stream::iter(objects)
+        .map(|object| async move {
+            let namespace = object.meta().namespace.clone().unwrap_or_default();
+            let name = object.meta().name.clone().unwrap_or_default();
+            let api: Api<K> = Api::namespaced(client.clone(), &namespace);
+            match apply(&api, object, writes).await {
+                Ok(_) => None,
+                Err(error) => {
+                    tracing::warn!(kind = %kind::<K>(), %namespace, %name, %error, "apply failed");
+                    Some(name)
+                }
+            }
+        })
+        .buffer_unordered(16)
+        .filter_map(|failed| async move { failed })
+        .collect()
+        .await
+}
+
 /// Deletes the namespaced objects `(namespace, name)` of kind `K`, 16 at a time; returns how
 /// many deletes failed (each is logged).
 pub async fn delete_all<K>(
