@@ -8,12 +8,8 @@ export KWOK_WORKDIR=$ATOLL_ENV_DIR/kwok
 KUBECONFIG_FILE=$ATOLL_ENV_DIR/kubeconfig
 
 # Our processes first (agents, DNS servers): they would only log errors once the clusters are gone.
-for pidfile in "$PROCS_DIR"/*.pid "$ATOLL_ENV_DIR"/agents/*.pid; do
-  [ -f "$pidfile" ] || continue
-  case $pidfile in
-    */agents/*) kill "$(cat "$pidfile")" 2>/dev/null || true; rm -f "$pidfile" ;; # layout of older runs
-    *) proc_stop "$(basename "$pidfile" .pid)" ;;
-  esac
+for pidfile in "$PROCS_DIR"/*.pid; do
+  if [ -f "$pidfile" ]; then proc_stop "$(basename "$pidfile" .pid)"; fi
 done
 [ -d "$KWOK_WORKDIR/clusters" ] || { log "no local ClusterSet to stop"; exit 0; }
 for dir in "$KWOK_WORKDIR"/clusters/*/; do

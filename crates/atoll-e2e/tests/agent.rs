@@ -411,25 +411,13 @@ async fn malformed_hub_records_are_ignored() -> anyhow::Result<()> {
 async fn a_member_without_the_namespace_gets_no_import() -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::Namespace;
     let set = ClusterSet::from_env().await?;
-    let name = format!("partial-{:08x}", rand_suffix());
+    let ns = set.namespace_in("partial", &set.members[..2]).await?;
+    deploy_and_export(&set.members[1], &ns.name, HELLO_PORTS, false).await?;
     for member in &set.members[..2] {
-        let ns = Namespace {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.clone()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        Api::<Namespace>::all(member.client.clone())
-            .create(&kube::api::PostParams::default(), &ns)
-            .await?;
-    }
-    deploy_and_export(&set.members[1], &name, HELLO_PORTS, false).await?;
-    for member in &set.members[..2] {
-        wait_import(member, &name, "hello", |_| Ok(())).await?;
+        wait_import(member, &ns.name, "hello", |_| Ok(())).await?;
     }
     let missing = Api::<Namespace>::all(set.members[2].client.clone())
-        .get_opt(&name)
+        .get_opt(&ns.name)
         .await?;
     assert!(
         missing.is_none(),
@@ -439,19 +427,7 @@ async fn a_member_without_the_namespace_gets_no_import() -> anyhow::Result<()> {
     let skipped =
         atoll_testing::metric(9473, "atoll_agent_imports_skipped_namespace_missing").await?;
     assert!(skipped >= 1.0, "c3 reports no skipped import: {skipped}");
-    for member in &set.members[..2] {
-        Api::<Namespace>::all(member.client.clone())
-            .delete(&name, &Default::default())
-            .await?;
-    }
-    Ok(())
-}
-
-fn rand_suffix() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0)
+    ns.cleanup().await
 }
 
 #[tokio::test]

@@ -102,8 +102,17 @@ impl ClusterSet {
 
     /// Creates a namespace with a fresh name starting with `prefix` in every member.
     pub async fn namespace(&self, prefix: &str) -> anyhow::Result<TestNamespace> {
+        self.namespace_in(prefix, &self.members).await
+    }
+
+    /// Creates a namespace with a fresh name starting with `prefix` in `members` only.
+    pub async fn namespace_in(
+        &self,
+        prefix: &str,
+        members: &[Member],
+    ) -> anyhow::Result<TestNamespace> {
         let name = format!("{prefix}-{:08x}", rand::random::<u32>());
-        for member in &self.members {
+        for member in members {
             let ns = Namespace {
                 metadata: kube::api::ObjectMeta {
                     name: Some(name.clone()),
@@ -118,7 +127,7 @@ impl ClusterSet {
         }
         Ok(TestNamespace {
             name,
-            members: self.members.clone(),
+            members: members.to_vec(),
         })
     }
 }
