@@ -7,6 +7,8 @@
 //! ([`writer`]). Nothing is written or deleted before every watch has listed once.
 
 pub mod events;
+mod export_side;
+mod import_side;
 pub mod metrics;
 pub mod reconcile;
 pub mod stores;

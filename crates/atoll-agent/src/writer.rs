@@ -106,6 +106,48 @@ where
     }
 }
 
+/// Makes namespace `namespace` hold exactly the `desired` objects (by name) among those `store`
+/// observed there: applies the ones `current` says differ, deletes the ones not desired, 16
+/// writes at a time. Returns the names whose apply failed and the number of failed deletes.
+pub async fn sync_namespace<K>(
+    client: &Client,
+    store: &kube::runtime::reflector::Store<K>,
+    namespace: &str,
+    desired: &std::collections::BTreeMap<String, K>,
+    current: impl Fn(&K, &K) -> bool,
+    writes: &WriteCounter,
+) -> (std::collections::BTreeSet<String>, usize)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let observed: std::collections::BTreeMap<String, std::sync::Arc<K>> = store
+        .state()
+        .into_iter()
+        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+        .map(|o| (o.meta().name.clone().unwrap_or_default(), o))
+        .collect();
+    let changed: Vec<&K> = desired
+        .iter()
+        .filter(|(name, want)| !observed.get(*name).is_some_and(|o| current(o, want)))
+        .map(|(_, want)| want)
+        .collect();
+    let failed = apply_all(client, changed, writes).await;
+    let stale: Vec<(String, String)> = observed
+        .keys()
+        .filter(|name| !desired.contains_key(*name))
+        .map(|name| (namespace.to_owned(), name.clone()))
+        .collect();
+    let delete_errors = delete_all::<K>(client, stale, writes).await;
+    (failed, delete_errors)
+}
+
 /// Server-side applies every object (each names its own namespace), 16 at a time; returns
 /// the names of those that failed (each is logged).
 pub async fn apply_all<K>(

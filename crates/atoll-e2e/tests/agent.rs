@@ -8,7 +8,7 @@ use atoll_api::multicluster::ServiceImportType;
 use atoll_testing::fixtures;
 use atoll_testing::mcs::{
     CONVERGE, HELLO_PORTS, deploy_and_export, import, mcs_slices, wait_export_condition,
-    wait_gone_everywhere, wait_import,
+    wait_gone_everywhere, wait_import, wait_import_clusters,
 };
 use atoll_testing::{ClusterSet, Member, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -145,15 +145,7 @@ async fn port_conflict_keeps_the_oldest_ports_and_flags_both_exports() -> anyhow
         .await?;
     }
     for member in &set.members {
-        let import = wait_import(member, &ns.name, "hello", |i| {
-            let clusters = i.status.as_ref().map(|s| s.clusters.len()).unwrap_or(0);
-            if clusters == 2 {
-                Ok(())
-            } else {
-                Err(format!("{clusters} clusters"))
-            }
-        })
-        .await?;
+        let import = wait_import_clusters(member, &ns.name, "hello", 2).await?;
         let ports: Vec<i32> = import.spec.unwrap().ports.iter().map(|p| p.port).collect();
         assert_eq!(
             ports,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use atoll_testing::fixtures;
 use atoll_testing::mcs::{
-    HELLO_PORTS, deploy_and_export, import_snapshot, mcs_slices, wait_import,
+    HELLO_PORTS, deploy_and_export, import_snapshot, mcs_slices, wait_import, wait_import_clusters,
 };
 use atoll_testing::{ClusterSet, wait_for};
 
@@ -96,15 +96,7 @@ async fn restarts_neither_delete_nor_rewrite_imports() -> anyhow::Result<()> {
     )
     .await?;
     for member in &set.members {
-        wait_import(member, &ns.name, "hello", |i| {
-            let n = i.status.as_ref().map(|s| s.clusters.len()).unwrap_or(0);
-            if n == 2 {
-                Ok(())
-            } else {
-                Err(format!("{n} clusters"))
-            }
-        })
-        .await?;
+        wait_import_clusters(member, &ns.name, "hello", 2).await?;
     }
     let after = import_snapshot(&set, &ns.name, "hello").await?;
     for (key, uid, _) in &before {

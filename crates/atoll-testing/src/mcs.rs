@@ -81,6 +81,24 @@ pub async fn wait_import(
     .await
 }
 
+/// Waits until `member`'s ServiceImport lists `clusters` exporting clusters in its status.
+pub async fn wait_import_clusters(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    clusters: usize,
+) -> anyhow::Result<ServiceImport> {
+    wait_import(member, ns, name, |i| {
+        let n = i.status.as_ref().map(|s| s.clusters.len()).unwrap_or(0);
+        if n == clusters {
+            Ok(())
+        } else {
+            Err(format!("{n} clusters"))
+        }
+    })
+    .await
+}
+
 /// Waits until the ServiceExport `ns/name` in `member` has condition `type_=status/reason`.
 pub async fn wait_export_condition(
     member: &Member,
