@@ -306,10 +306,17 @@ async fn import_service(
             &previous.conditions,
         )
     }];
-    if previous.clusters != status.clusters || !same_conditions(&previous.conditions, &conditions) {
+    if previous.clusters != status.clusters
+        || previous.endpoint_slice_objects != status.endpoint_slice_objects
+        || !same_conditions(&previous.conditions, &conditions)
+    {
         let partial = json!({
             "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-            "status": { "clusters": status.clusters, "conditions": conditions }
+            "status": {
+                "clusters": status.clusters,
+                "conditions": conditions,
+                "endpointSliceObjects": status.endpoint_slice_objects,
+            }
         });
         errors.note(
             "applying ServiceImport status",

@@ -20,7 +20,7 @@ pub const MCS_RELEASE_VERSION: &str = "multicluster.x-k8s.io/release-version";
 /// CRD label: bumped on every schema change within a release, so installers can refuse downgrades.
 pub const MCS_CRD_SCHEMA_REVISION: &str = "multicluster.x-k8s.io/crd-schema-revision";
 /// The upstream mcs-api release our MCS CRDs are compatible with.
-pub const MCS_RELEASE: &str = "v0.5.0";
+pub const MCS_RELEASE: &str = "v0.5.2";
 /// Our revision of the MCS CRD schemas within [`MCS_RELEASE`].
 pub const MCS_SCHEMA_REVISION: &str = "0";
 

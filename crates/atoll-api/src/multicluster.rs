@@ -184,6 +184,18 @@ pub struct ClusterStatus {
     pub cluster: String,
 }
 
+/// Whether the implementation maintains MCS EndpointSlice objects for an import (mcs-api
+/// v0.5.2), so that consumers such as Gateway API implementations know whether to read them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum EndpointSliceObjects {
+    // Plain comments, not doc comments: documented variants would turn the schema's `enum`
+    // into a `oneOf`, which upstream does not have.
+    // MCS EndpointSlices labelled with the import's name are maintained in this cluster.
+    Present,
+    // No EndpointSlice objects are maintained for this import.
+    Absent,
+}
+
 /// Status of a ServiceImport.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -196,6 +208,9 @@ pub struct ServiceImportStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// Whether MCS EndpointSlice objects exist for this import.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_slice_objects: Option<EndpointSliceObjects>,
 }
 
 crate::resource::versioned_objects! {

@@ -19,10 +19,16 @@ pub(crate) fn structural_schema<T: JsonSchema>() -> Value {
 }
 
 /// Drops the keys schemars adds that upstream CRDs do not carry: `nullable`, `title`, `default`
-/// and `$defs`/`definitions` left over after inlining.
+/// and `$defs`/`definitions` left over after inlining. An optional enum also gets `null` among its
+/// values, which goes with `nullable`.
 fn strip_non_structural(value: &mut Value) {
     match value {
         Value::Object(map) => {
+            if map.get("nullable") == Some(&Value::Bool(true))
+                && let Some(Value::Array(values)) = map.get_mut("enum")
+            {
+                values.retain(|v| !v.is_null());
+            }
             for key in [
                 "nullable",
                 "title",

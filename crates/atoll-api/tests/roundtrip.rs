@@ -74,7 +74,8 @@ fn full_service_import_uses_upstream_field_names() {
             "conditions": [{
                 "type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T10:00:00Z",
                 "reason": "Ready", "message": ""
-            }]
+            }],
+            "endpointSliceObjects": "Present"
         }
     });
     let import: v1beta1::ServiceImport = serde_json::from_value(upstream.clone()).unwrap();

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use atoll_api::labels;
-use atoll_api::multicluster::{ClusterStatus, ServiceImportStatus, ServiceImportType, ServicePort};
+use atoll_api::multicluster::{
+    ClusterStatus, EndpointSliceObjects, ServiceImportStatus, ServiceImportType, ServicePort,
+};
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::core::v1::{Service, ServicePort as CorePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
@@ -134,6 +136,9 @@ pub fn service_import(
             .map(|c| ClusterStatus { cluster: c.clone() })
             .collect(),
         conditions: Vec::new(),
+        // Atoll maintains MCS EndpointSlices for every import it writes (possibly none, while no
+        // source cluster has endpoints), so consumers may rely on reading them.
+        endpoint_slice_objects: Some(EndpointSliceObjects::Present),
     });
     object
 }
