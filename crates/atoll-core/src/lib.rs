@@ -5,12 +5,22 @@
 //! * [`export`]: validity of an export and the records a member publishes on the hub.
 //! * [`import`]: the ServiceImport, derived Service and MCS EndpointSlices an importer writes.
 //! * [`derived`]: names of the derived Services that carry a ClusterSetIP import's VIP.
+//! * [`trust`]: which hub objects may be used (hub records are untrusted input).
+//! * [`conditions`], [`announce`]: status conditions (clock passed in) and the Events for
+//!   their changes.
+//! * [`diff`]: desired versus observed, and what Atoll owns.
+//! * [`plan`]: one reconcile pass as a pure function, from observed state to every write.
 
+pub mod announce;
 pub mod cluster_id;
+pub mod conditions;
 pub mod derived;
+pub mod diff;
 pub mod dns;
 pub mod export;
 pub mod import;
 pub mod merge;
+pub mod plan;
+pub mod trust;
 
 pub use cluster_id::{ClusterId, ClusterIdError};

@@ -1,0 +1,217 @@
+//! Import side of a plan: for every merged service whose namespace exists here, the derived
+//! Service, the ServiceImport with its status and the MCS EndpointSlices; everything Atoll owns
+//! here that no merged service wants any more is deleted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use atoll_api::labels;
+use atoll_api::v1beta1::ServiceImport;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::{
+    Feedback, ImportApply, ImportStatus, MemberWrites, ObjectKey, Observed, Report, ServiceKey,
+};
+use crate::conditions::{VipProblem, import_ready, same_conditions};
+use crate::diff::{already_applied, owned, same_own_annotations};
+use crate::import;
+use crate::merge::MergedService;
+use crate::trust::slice_copy_owner;
+
+/// `(service namespace, service name, source cluster)` -> that cluster's hub slice copies.
+type Copies<'a> = BTreeMap<(String, String, String), Vec<&'a EndpointSlice>>;
+
+/// The member objects observed, by key, the hub's slice copies and the clock.
+struct Here<'a> {
+    services: BTreeMap<ObjectKey, &'a Service>,
+    imports: BTreeMap<ObjectKey, &'a ServiceImport>,
+    slices: BTreeMap<ObjectKey, &'a EndpointSlice>,
+    copies: Copies<'a>,
+    now: &'a Time,
+}
+
+/// What the plan wants to exist in this member; everything else Atoll owns goes.
+#[derive(Default)]
+struct Wanted {
+    imports: BTreeSet<ObjectKey>,
+    derived: BTreeSet<ObjectKey>,
+    slices: BTreeSet<ObjectKey>,
+}
+
+pub(super) fn plan(
+    observed: &Observed,
+    feedback: &Feedback,
+    merged: &BTreeMap<ServiceKey, MergedService>,
+    now: &Time,
+    report: &mut Report,
+) -> MemberWrites {
+    let namespaces: BTreeSet<&str> = observed
+        .namespaces
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none())
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let mut copies: Copies = BTreeMap::new();
+    for copy in &observed.hub_slices {
+        if let Some(owner) = slice_copy_owner(copy) {
+            copies.entry(owner).or_default().push(copy);
+        }
+    }
+    let here = Here {
+        services: by_key(&observed.services, |s| &s.metadata),
+        imports: by_key(&observed.imports, |i| &i.metadata),
+        slices: by_key(&observed.mcs_slices, |s| &s.metadata),
+        copies,
+        now,
+    };
+
+    let mut writes = MemberWrites::default();
+    let mut wanted = Wanted::default();
+    for (key, m) in merged {
+        if !namespaces.contains(key.0.as_str()) {
+            // Namespace sameness: Atoll never creates namespaces.
+            report.skipped.push(key.clone());
+            continue;
+        }
+        let failure = feedback.derived_failures.get(key);
+        import_service(m, failure, &here, &mut wanted, &mut writes);
+    }
+    report.imports = wanted.imports.len();
+
+    writes.delete_imports = here
+        .imports
+        .iter()
+        .filter(|(k, i)| owned(i.metadata.labels.as_ref()) && !wanted.imports.contains(*k))
+        .map(|(k, _)| k.clone())
+        .collect();
+    writes.delete_derived = here
+        .services
+        .iter()
+        .filter(|(k, s)| {
+            let labels = s.metadata.labels.as_ref();
+            owned(labels)
+                && labels.is_some_and(|l| l.contains_key(labels::SERVICE_NAME))
+                && !wanted.derived.contains(*k)
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    writes.delete_slices = here
+        .slices
+        .keys()
+        .filter(|k| !wanted.slices.contains(*k))
+        .cloned()
+        .collect();
+    writes
+}
+
+fn by_key<K>(
+    objects: &[std::sync::Arc<K>],
+    meta: impl Fn(&K) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> BTreeMap<ObjectKey, &K> {
+    objects
+        .iter()
+        .map(|o| (ObjectKey::of(meta(o)), o.as_ref()))
+        .collect()
+}
+
+/// The writes for one merged service whose namespace exists here.
+fn import_service(
+    m: &MergedService,
+    failure: Option<&super::Refusal>,
+    here: &Here<'_>,
+    wanted: &mut Wanted,
+    writes: &mut MemberWrites,
+) {
+    let key = ObjectKey::new(&m.namespace, &m.name);
+    wanted.imports.insert(key.clone());
+
+    // The VIP: from the derived Service as this cluster's apiserver allocated it.
+    let vip = match import::derived_service(m) {
+        None => Some((Vec::new(), m.spec.ip_families.clone(), None)),
+        Some(desired) => {
+            let derived_key = ObjectKey::of(&desired.metadata);
+            let observed = here.services.get(&derived_key).copied();
+            if !observed.is_some_and(|o| already_applied(o, &desired)) {
+                writes.apply_derived.push(desired);
+            }
+            wanted.derived.insert(derived_key);
+            match (observed, failure) {
+                (Some(service), _) => {
+                    let spec = service.spec.clone().unwrap_or_default();
+                    let ips: Vec<String> = spec
+                        .cluster_ips
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|ip| ip != "None")
+                        .collect();
+                    let problem = ips.is_empty().then_some(VipProblem::Pending);
+                    Some((ips, spec.ip_families.unwrap_or_default(), problem))
+                }
+                (None, Some(refusal)) => {
+                    let problem = if refusal.is_ip_family_problem() {
+                        VipProblem::FamilyNotSupported(refusal.message.clone())
+                    } else {
+                        VipProblem::Failed(refusal.message.clone())
+                    };
+                    Some((Vec::new(), m.spec.ip_families.clone(), Some(problem)))
+                }
+                // Being written in this pass: the import follows once it is observed.
+                (None, None) => None,
+            }
+        }
+    };
+
+    if let Some((ips, families, problem)) = vip {
+        let mut desired = import::service_import(m, ips, families);
+        let status = desired.status.take().unwrap_or_default();
+        let observed = here.imports.get(&key).copied();
+        let current = observed.is_some_and(|o| {
+            o.spec == desired.spec
+                && o.metadata.labels == desired.metadata.labels
+                && same_own_annotations(
+                    o.metadata.annotations.as_ref(),
+                    desired.metadata.annotations.as_ref(),
+                )
+        });
+        if !current {
+            writes.apply_imports.push(ImportApply {
+                object: desired,
+                first_export: observed.is_none().then(|| m.oldest_export.clone()),
+            });
+        }
+        let previous = observed.and_then(|o| o.status.clone()).unwrap_or_default();
+        let conditions = vec![import_ready(problem.as_ref(), &previous.conditions, here.now)];
+        if previous.clusters != status.clusters
+            || previous.endpoint_slice_objects != status.endpoint_slice_objects
+            || !same_conditions(&previous.conditions, &conditions)
+        {
+            writes.import_statuses.push(ImportStatus {
+                key: key.clone(),
+                status: atoll_api::multicluster::ServiceImportStatus {
+                    conditions,
+                    ..status
+                },
+            });
+        }
+    }
+
+    for cluster in &m.clusters {
+        let source = here
+            .copies
+            .get(&(m.namespace.clone(), m.name.clone(), cluster.clone()))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for slice in import::mcs_slices(m, cluster, source) {
+            let slice_key = ObjectKey::of(&slice.metadata);
+            if !here
+                .slices
+                .get(&slice_key)
+                .is_some_and(|o| already_applied(*o, &slice))
+            {
+                writes.apply_slices.push(slice);
+            }
+            wanted.slices.insert(slice_key);
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! One reconcile pass as a pure function: what the agent's stores observed (plus what earlier
+//! writes taught it) in, the complete list of writes out. The agent's writer only executes a
+//! [`Plan`]; every decision (what to publish, what to import, what to delete, which condition
+//! to set, which Event to send) is made here, so unit tests can assert exact plans.
+//!
+//! Two decisions need the result of a write, and wait for the watch to show it rather than
+//! guessing: a ClusterSetIP import is written once its derived Service (whose cluster IPs
+//! become the import's `spec.ips`) is observed, and an export's `Ready` condition is set once
+//! the hub is observed holding its record. A refused write is remembered in [`Feedback`] and
+//! reported in the next plan's conditions instead.
+
+mod export_side;
+mod import_side;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use atoll_api::Condition;
+use atoll_api::hub::{ExportedService, ExportedServiceSpec};
+use atoll_api::multicluster::ServiceImportStatus;
+use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::ClusterId;
+use crate::announce::Announcement;
+use crate::merge::{MergedService, merge};
+use crate::trust::record_problem;
+
+/// `(namespace, name)` of a service.
+pub type ServiceKey = (String, String);
+
+/// Namespace and name of one object.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The key of a namespaced object, from its metadata.
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        Self {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Everything the agent's watches hold at the start of a pass.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// Member: ServiceExports.
+    pub exports: Vec<Arc<ServiceExport>>,
+    /// Member: Services (exported ones and the derived ones Atoll owns).
+    pub services: Vec<Arc<Service>>,
+    /// Member: EndpointSlices of local Services (not MCS slices, not hub copies).
+    pub service_slices: Vec<Arc<EndpointSlice>>,
+    /// Member: the MCS EndpointSlices Atoll wrote.
+    pub mcs_slices: Vec<Arc<EndpointSlice>>,
+    /// Member: namespaces.
+    pub namespaces: Vec<Arc<Namespace>>,
+    /// Member: ServiceImports.
+    pub imports: Vec<Arc<ServiceImport>>,
+    /// Hub: every member's ExportedService records.
+    pub records: Vec<Arc<ExportedService>>,
+    /// Hub: every member's EndpointSlice copies.
+    pub hub_slices: Vec<Arc<EndpointSlice>>,
+}
+
+/// A write the API refused: its HTTP status (0 when no answer came) and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: u16,
+    pub message: String,
+}
+
+impl Refusal {
+    /// Whether the apiserver refused a Service for its IP families (say an IPv6-only service
+    /// imported into an IPv4-only cluster).
+    pub fn is_ip_family_problem(&self) -> bool {
+        self.code == 422 && self.message.to_ascii_lowercase().contains("famil")
+    }
+}
+
+/// What the writer learned in the previous pass that no watch shows: the writes that failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Feedback {
+    /// Exports whose hub record could not be written.
+    pub publish_failures: BTreeMap<ServiceKey, Refusal>,
+    /// Imports whose derived Service could not be written.
+    pub derived_failures: BTreeMap<ServiceKey, Refusal>,
+}
+
+impl Feedback {
+    /// Whether `other` fails the same writes with the same status codes (messages may differ
+    /// from one attempt to the next without meaning anything new).
+    pub fn same_failures(&self, other: &Self) -> bool {
+        let codes = |m: &BTreeMap<ServiceKey, Refusal>| -> Vec<(ServiceKey, u16)> {
+            m.iter().map(|(k, r)| (k.clone(), r.code)).collect()
+        };
+        codes(&self.publish_failures) == codes(&other.publish_failures)
+            && codes(&self.derived_failures) == codes(&other.derived_failures)
+    }
+}
+
+/// Writes in this member's own hub namespace.
+#[derive(Clone, Debug, Default)]
+pub struct HubWrites {
+    pub apply_records: Vec<ExportedService>,
+    pub delete_records: Vec<ObjectKey>,
+    pub apply_slices: Vec<EndpointSlice>,
+    pub delete_slices: Vec<ObjectKey>,
+}
+
+impl HubWrites {
+    pub fn is_empty(&self) -> bool {
+        self.apply_records.is_empty()
+            && self.delete_records.is_empty()
+            && self.apply_slices.is_empty()
+            && self.delete_slices.is_empty()
+    }
+}
+
+/// A ServiceImport to apply (spec, labels, annotations; the status is separate).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImportApply {
+    pub object: ServiceImport,
+    /// Set when the import does not exist yet: the creation of the oldest constituent export,
+    /// to measure export-to-import latency.
+    pub first_export: Option<Time>,
+}
+
+/// A ServiceImport status to apply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImportStatus {
+    pub key: ObjectKey,
+    pub status: ServiceImportStatus,
+}
+
+/// Writes in this member.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemberWrites {
+    /// Derived Services (their cluster IPs become ClusterSetIP imports' `spec.ips`).
+    pub apply_derived: Vec<Service>,
+    /// ServiceImports; each before its status.
+    pub apply_imports: Vec<ImportApply>,
+    pub import_statuses: Vec<ImportStatus>,
+    /// MCS EndpointSlices.
+    pub apply_slices: Vec<EndpointSlice>,
+    pub delete_imports: Vec<ObjectKey>,
+    pub delete_derived: Vec<ObjectKey>,
+    pub delete_slices: Vec<ObjectKey>,
+}
+
+/// New conditions for one ServiceExport, and the Events announcing the change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportStatus {
+    pub key: ObjectKey,
+    pub conditions: Vec<Condition>,
+    pub announcements: Vec<Announcement>,
+}
+
+/// A hub record that is not used, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    pub record: ObjectKey,
+    /// `uid@resourceVersion`: one report per version of a record.
+    pub version: String,
+    pub problem: String,
+}
+
+/// What a plan found, for logs and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Hub records used in the merge.
+    pub trusted_records: usize,
+    /// Hub records ignored.
+    pub rejected: Vec<Rejected>,
+    /// Merged services whose exports disagree.
+    pub conflicts: usize,
+    /// Imports this member holds or is about to.
+    pub imports: usize,
+    /// Services not imported because their namespace does not exist in this member.
+    pub skipped: Vec<ServiceKey>,
+}
+
+/// Every write of one pass.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub hub: HubWrites,
+    pub member: MemberWrites,
+    pub export_statuses: Vec<ExportStatus>,
+    pub report: Report,
+}
+
+impl Plan {
+    /// Number of API writes the plan makes (Events not counted).
+    pub fn writes(&self) -> usize {
+        let h = &self.hub;
+        let m = &self.member;
+        h.apply_records.len()
+            + h.delete_records.len()
+            + h.apply_slices.len()
+            + h.delete_slices.len()
+            + m.apply_derived.len()
+            + m.apply_imports.len()
+            + m.import_statuses.len()
+            + m.apply_slices.len()
+            + m.delete_imports.len()
+            + m.delete_derived.len()
+            + m.delete_slices.len()
+            + self.export_statuses.len()
+    }
+}
+
+/// The plan of one pass for member `cluster`, at time `now`.
+pub fn plan(cluster: &ClusterId, observed: &Observed, feedback: &Feedback, now: &Time) -> Plan {
+    let mut report = Report::default();
+    let merged = merge_trusted(observed, &mut report);
+    report.conflicts = merged.values().filter(|m| m.conflicts.any()).count();
+    let (hub, export_statuses) =
+        export_side::plan(cluster.as_str(), observed, feedback, &merged, now);
+    let member = import_side::plan(observed, feedback, &merged, now, &mut report);
+    Plan {
+        hub,
+        member,
+        export_statuses,
+        report,
+    }
+}
+
+/// Every trusted hub record, merged per service; untrusted ones go to the report.
+fn merge_trusted(observed: &Observed, report: &mut Report) -> BTreeMap<ServiceKey, MergedService> {
+    let mut groups: BTreeMap<ServiceKey, Vec<&ExportedServiceSpec>> = BTreeMap::new();
+    for record in &observed.records {
+        if let Some(problem) = record_problem(record) {
+            let meta = &record.metadata;
+            report.rejected.push(Rejected {
+                record: ObjectKey::of(meta),
+                version: format!(
+                    "{}@{}",
+                    meta.uid.as_deref().unwrap_or_default(),
+                    meta.resource_version.as_deref().unwrap_or_default()
+                ),
+                problem,
+            });
+            continue;
+        }
+        report.trusted_records += 1;
+        groups
+            .entry((record.spec.namespace.clone(), record.spec.name.clone()))
+            .or_default()
+            .push(&record.spec);
+    }
+    groups
+        .into_iter()
+        .filter_map(|(key, records)| merge(&records).map(|m| (key, m)))
+        .collect()
+}
