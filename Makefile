@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo test lint tools env-up env-down build conformance bench bench-dns fuzz
+.PHONY: help demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -39,5 +39,8 @@ bench-dns: ## atoll dns vs CoreDNS: QPS, p50/p99, RSS at 10/1000/10000 services,
 fuzz: ## Coverage-guided fuzzing of the DNS query path (FUZZ_SECONDS, default 60; needs nightly)
 	hack/fuzz.sh
 
-conformance: ## MCS conformance specs (API-level, C1-C15, C22, C23) on the local ClusterSet
+conformance: ## The upstream MCS conformance suite (16 API-level specs) on the local ClusterSet with Atoll
 	hack/conformance.sh
+
+conformance-report: conformance ## Run the suite and keep its report.yaml in docs/conformance/ (published layout)
+	hack/conformance-report.sh

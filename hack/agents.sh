@@ -10,11 +10,14 @@ start() {
   proc_start "agent-$1" "$ATOLL" agent --cluster-id "$1" --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" \
     --context "kwok-$1" --hub-context kwok-c1 --admin-address "127.0.0.1:$((9470 + ${1#c}))"
 }
+started=()
 for c in $(clusters_or "$@"); do
   case $action in
-    start) start "$c" ;;
+    start) start "$c"; started+=("$c") ;;
     stop) proc_stop "agent-$c" ;;
-    restart) proc_stop "agent-$c"; start "$c" ;;
+    restart) proc_stop "agent-$c"; start "$c"; started+=("$c") ;;
     *) die "usage: $0 start|stop|restart [cluster ...]" ;;
   esac
 done
+# Started processes serve /readyz once every watch has listed and the first pass ran.
+for c in "${started[@]}"; do wait_ready "agent-$c" "$((9470 + ${c#c}))"; done

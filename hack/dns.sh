@@ -11,11 +11,14 @@ start() {
   proc_start "dns-$1" "$ATOLL" dns --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$1" \
     --listen "127.0.0.1:$((15350 + ${1#c}))" --admin-address "127.0.0.1:$((9480 + ${1#c}))"
 }
+started=()
 for c in $(clusters_or "$@"); do
   case $action in
-    start) start "$c" ;;
+    start) start "$c"; started+=("$c") ;;
     stop) proc_stop "dns-$c" ;;
-    restart) proc_stop "dns-$c"; start "$c" ;;
+    restart) proc_stop "dns-$c"; start "$c"; started+=("$c") ;;
     *) die "usage: $0 start|stop|restart [cluster ...]" ;;
   esac
 done
+# Started processes serve /readyz once every watch has listed and the first pass ran.
+for c in "${started[@]}"; do wait_ready "dns-$c" "$((9480 + ${c#c}))"; done

@@ -50,6 +50,24 @@ proc_stop() { # name
   log "$name stopped"
 }
 
+# Waits until http://127.0.0.1:<port>/readyz answers 200 (bash's /dev/tcp: no curl needed);
+# fails after <seconds> (default 60) with the last answer and the process's log tail.
+wait_ready() { # name port [seconds]
+  local name=$1 port=$2 deadline=$((SECONDS + ${3:-60})) answer=""
+  while [ $SECONDS -lt $deadline ]; do
+    proc_running "$name" || { tail -20 "$PROCS_DIR/$name.log" >&2; die "$name exited"; }
+    if exec 3<>"/dev/tcp/127.0.0.1/$port" 2>/dev/null; then
+      printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+      answer=$(cat <&3 2>/dev/null || true)
+      exec 3<&- 3>&-
+      case $answer in "HTTP/1."?" 200"*) return 0 ;; esac
+    fi
+    sleep 0.2
+  done
+  tail -20 "$PROCS_DIR/$name.log" >&2
+  die "$name is not ready after ${3:-60} s (last /readyz answer: $(printf '%s' "$answer" | tail -1))"
+}
+
 # The clusters of the running local ClusterSet (c1 c2 ...), or the arguments if given.
 clusters_or() {
   if [ $# -gt 0 ]; then echo "$@"; return; fi

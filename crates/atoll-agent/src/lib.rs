@@ -1,14 +1,12 @@
 //! The Atoll agent, one per member cluster.
 //!
-//! Data flow (ARCHITECTURE.md §2): watches on the member and on the hub feed in-memory stores
-//! ([`stores`]); whenever anything changes, one reconcile pass ([`reconcile`]) computes the
-//! desired hub records and member objects with the pure functions of `atoll-core`, compares
-//! them with what the stores observed, and writes only the differences with server-side apply
-//! ([`writer`]). Nothing is written or deleted before every watch has listed once.
+//! Data flow (docs/architecture.md): watches on the member and on the hub feed in-memory stores
+//! ([`stores`]); whenever anything changes, one reconcile pass ([`reconcile`]) hands a snapshot
+//! of the stores to `atoll_core::plan`, which decides every write, and the [`writer`] executes
+//! that plan with server-side apply. Nothing is written or deleted before every watch has
+//! listed once; if a watch ends before that, the agent stops with an error.
 
 pub mod events;
-mod export_side;
-mod import_side;
 pub mod metrics;
 pub mod reconcile;
 pub mod stores;
@@ -44,22 +42,20 @@ impl std::fmt::Debug for AgentConfig {
     }
 }
 
-/// What the agent reports about itself: metrics, and readiness (true once the first full pass
-/// after every watch listed has run).
+/// What the agent reports about itself: metrics, readiness (true once the first full pass
+/// after every watch listed has run) and the watches that have not listed yet.
 #[derive(Debug, Clone, Default)]
 pub struct Telemetry {
     pub metrics: metrics::Metrics,
     pub ready: Arc<AtomicBool>,
+    pub waiting: stores::Waiting,
 }
 
 /// Why the agent stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("preparing the hub namespace {namespace}: {source}")]
-    HubNamespace {
-        namespace: String,
-        source: kube::Error,
-    },
+    #[error("the watch of {watch} ended before its first list; nothing was written")]
+    WatchEnded { watch: &'static str },
 }
 
 /// Runs the agent until `shutdown` resolves.
@@ -68,11 +64,10 @@ pub async fn run(
     telemetry: Telemetry,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), Error> {
-    writer::ensure_hub_namespace(&config.hub, config.cluster_id.as_str()).await?;
     let trigger = Arc::new(Notify::new());
     let stores = stores::Stores::start(&config, trigger.clone());
     tokio::select! {
-        () = reconcile::run_loop(&config, &stores, &trigger, &telemetry) => Ok(()),
+        result = reconcile::run_loop(&config, &stores, &trigger, &telemetry) => result,
         () = shutdown => {
             tracing::info!("shutting down");
             Ok(())

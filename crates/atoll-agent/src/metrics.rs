@@ -14,6 +14,12 @@ pub struct WriteLabels {
     pub verb: String,
 }
 
+/// Labels of a failed API write.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
 /// Every metric the agent exports.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -29,8 +35,8 @@ pub struct Metrics {
     pub imports_skipped: Gauge,
     /// API writes by kind and verb.
     pub writes: Family<WriteLabels, Counter>,
-    /// Failed API writes.
-    pub write_errors: Counter,
+    /// Failed API writes, by kind.
+    pub write_errors: Family<KindLabels, Counter>,
     /// Duration of reconcile passes.
     pub reconcile_seconds: Histogram,
     /// From a ServiceExport's creation to this member first holding the ServiceImport
@@ -47,7 +53,7 @@ impl Default for Metrics {
             conflicts: Gauge::default(),
             imports_skipped: Gauge::default(),
             writes: Family::default(),
-            write_errors: Counter::default(),
+            write_errors: Family::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             export_to_import_seconds: Histogram::new(exponential_buckets(0.05, 2.0, 12)),
         }
@@ -90,7 +96,7 @@ impl Metrics {
         );
         r.register(
             "api_write_errors",
-            "Failed API writes",
+            "Failed API writes by kind",
             self.write_errors.clone(),
         );
         r.register(

@@ -1,29 +1,25 @@
-//! One reconcile pass: desired state from the stores, compared with observed state, differences
-//! written. Passes run after every batch of watch events (debounced) and, while the last pass
-//! had errors, every few seconds. A pass runs the export side (`export_side`: publish on the
-//! hub, conditions on ServiceExports) and the import side (`import_side`: merge the hub's
-//! records into this member's objects).
+//! The reconcile loop: once every watch has listed, after each batch of watch events
+//! (debounced) and, while the last pass had failed writes, every few seconds, one pass plans
+//! every write from the stores' contents (`atoll_core::plan`, pure) and the writer executes
+//! the plan.
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use atoll_api::{Condition, ConditionStatus};
+use atoll_core::plan::{Feedback, Report, ServiceKey, plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::Notify;
 
-use crate::export_side::{Exports, export_status, publish};
-use crate::import_side::{import, merge_records};
 use crate::metrics::Metrics;
 use crate::stores::Stores;
-use crate::writer::WriteCounter;
-use crate::{AgentConfig, Telemetry};
+use crate::writer::{self, WriteCounter};
+use crate::{AgentConfig, Error, Telemetry};
 
-/// (namespace, name) of a service.
-pub(crate) type ServiceKey = (String, String);
+/// How long to wait before retrying after a pass with failed writes.
+const RETRY: Duration = Duration::from_secs(5);
 
 /// State kept across passes.
 pub struct Context {
@@ -31,10 +27,6 @@ pub struct Context {
     pub(crate) writes: WriteCounter,
     /// Metrics to update.
     pub(crate) metrics: Metrics,
-    /// Malformed hub records already reported (uid@resourceVersion), so each is logged once.
-    pub(crate) reported: Mutex<BTreeSet<String>>,
-    /// Imports this member holds, to measure export-to-import latency once per import.
-    pub(crate) imported: Mutex<BTreeSet<ServiceKey>>,
     /// Publishes Events on ServiceExports.
     pub(crate) recorder: Recorder,
 }
@@ -47,42 +39,63 @@ impl std::fmt::Debug for Context {
     }
 }
 
-impl Context {
-    /// Fresh state feeding `metrics`.
-    pub fn new(metrics: Metrics, recorder: Recorder) -> Self {
-        Self {
-            recorder,
-            writes: WriteCounter::new(metrics.writes.clone()),
-            metrics,
-            reported: Mutex::default(),
-            imported: Mutex::default(),
+/// Problems already logged, so each is logged once while it lasts. Only problems of the last
+/// pass are kept, so the memory is bounded by what the stores hold.
+#[derive(Debug, Default)]
+struct Reported {
+    rejected: BTreeSet<String>,
+    skipped: BTreeSet<ServiceKey>,
+}
+
+impl Reported {
+    fn log(&mut self, report: &Report) {
+        let mut rejected = BTreeSet::new();
+        for r in &report.rejected {
+            if !self.rejected.contains(&r.version) {
+                tracing::warn!(record = %r.record, problem = %r.problem, "ignoring a malformed hub record");
+            }
+            rejected.insert(r.version.clone());
         }
+        self.rejected = rejected;
+        let skipped: BTreeSet<ServiceKey> = report.skipped.iter().cloned().collect();
+        for (ns, name) in skipped.difference(&self.skipped) {
+            tracing::warn!(namespace = %ns, service = %name, "not importing: the namespace does not exist in this cluster; create it to receive the import");
+        }
+        self.skipped = skipped;
     }
 }
 
-/// Runs passes forever: first once every watch has listed, then after each change.
+fn gauge(value: usize) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// Runs passes until the process ends; fails only if a watch ends before its first list.
 pub async fn run_loop(
     config: &AgentConfig,
     stores: &Stores,
     trigger: &Notify,
     telemetry: &Telemetry,
-) {
-    stores.wait_until_ready().await;
+) -> Result<(), Error> {
+    stores.wait_until_ready(&telemetry.waiting).await?;
     tracing::info!(cluster = %config.cluster_id, "every watch has listed once; reconciling");
     let reporter = Reporter {
         controller: "atoll-agent".to_owned(),
         instance: Some(config.cluster_id.to_string()),
     };
-    let context = Context::new(
-        telemetry.metrics.clone(),
-        Recorder::new(config.member.clone(), reporter),
-    );
-    let mut had_errors = false;
+    let context = Context {
+        writes: WriteCounter::new(telemetry.metrics.writes.clone()),
+        metrics: telemetry.metrics.clone(),
+        recorder: Recorder::new(config.member.clone(), reporter),
+    };
+    let mut reported = Reported::default();
+    let mut feedback = Feedback::default();
+    let mut hub_namespace = false;
+    let mut retry = false;
     loop {
-        if had_errors {
+        if retry {
             tokio::select! {
                 () = trigger.notified() => {}
-                () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                () = tokio::time::sleep(RETRY) => {}
             }
         } else {
             trigger.notified().await;
@@ -90,13 +103,27 @@ pub async fn run_loop(
         tokio::time::sleep(config.debounce).await;
         let started = Instant::now();
         let before = context.writes.total();
-        let errors = reconcile_once(config, stores, &context).await;
+        let mut errors = 0;
+        if !hub_namespace {
+            hub_namespace =
+                writer::ensure_hub_namespace(&config.hub, config.cluster_id.as_str(), &context)
+                    .await;
+            errors += usize::from(!hub_namespace);
+        }
+        let observed = stores.snapshot();
+        let now = Time(Timestamp::now());
+        let planned = plan(&config.cluster_id, &observed, &feedback, &now);
+        reported.log(&planned.report);
+        let m = &context.metrics;
+        m.records.set(gauge(planned.report.trusted_records));
+        m.records_rejected.set(gauge(planned.report.rejected.len()));
+        m.conflicts.set(gauge(planned.report.conflicts));
+        m.imports.set(gauge(planned.report.imports));
+        m.imports_skipped.set(gauge(planned.report.skipped.len()));
+        let outcome = writer::execute(&config.hub, &config.member, &planned, &context).await;
+        errors += outcome.errors;
         telemetry.ready.store(true, Ordering::Relaxed);
-        context
-            .metrics
-            .reconcile_seconds
-            .observe(started.elapsed().as_secs_f64());
-        context.metrics.write_errors.inc_by(errors as u64);
+        m.reconcile_seconds.observe(started.elapsed().as_secs_f64());
         let writes = context.writes.total() - before;
         if writes > 0 || errors > 0 {
             tracing::info!(
@@ -106,88 +133,12 @@ pub async fn run_loop(
                 "reconciled"
             );
         }
-        had_errors = errors > 0;
-    }
-}
-
-/// Counts failed writes of one pass, logging each.
-#[derive(Debug, Default)]
-pub(crate) struct Errors(pub(crate) usize);
-
-impl Errors {
-    pub(crate) fn note<T>(&mut self, what: &str, result: Result<T, kube::Error>) -> Option<T> {
-        match result {
-            Ok(value) => Some(value),
-            Err(error) => {
-                tracing::warn!(%error, "{what} failed");
-                self.0 += 1;
-                None
-            }
+        // A new kind of failure changes what the next plan says (a condition): plan again at
+        // once rather than after the retry delay.
+        if !outcome.feedback.same_failures(&feedback) {
+            trigger.notify_one();
         }
+        feedback = outcome.feedback;
+        retry = errors > 0;
     }
-}
-
-/// One pass; returns the number of failed writes.
-pub async fn reconcile_once(config: &AgentConfig, stores: &Stores, context: &Context) -> usize {
-    let mut errors = Errors::default();
-    let exports = Exports::from_stores(config, stores);
-    let published = publish(config, stores, &exports, context, &mut errors).await;
-    let merged = merge_records(stores, context);
-    import(config, stores, &merged, context, &mut errors).await;
-    export_status(
-        config,
-        stores,
-        &exports,
-        &published,
-        &merged,
-        context,
-        &mut errors,
-    )
-    .await;
-    errors.0
-}
-
-pub(crate) fn condition(
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: String,
-    previous: &[Condition],
-) -> Condition {
-    let status = if status {
-        ConditionStatus::True
-    } else {
-        ConditionStatus::False
-    };
-    // Keep the transition time while the status stays the same.
-    let last_transition_time = previous
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
-        .map(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| Time(Timestamp::now()));
-    Condition {
-        type_: type_.to_owned(),
-        status,
-        observed_generation: None,
-        last_transition_time,
-        reason: reason.to_owned(),
-        message,
-    }
-}
-
-/// Conditions equal apart from their transition times.
-pub(crate) fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
-    let key = |c: &Condition| {
-        (
-            c.type_.clone(),
-            c.status,
-            c.reason.clone(),
-            c.message.clone(),
-        )
-    };
-    let mut a: Vec<_> = a.iter().map(key).collect();
-    let mut b: Vec<_> = b.iter().map(key).collect();
-    a.sort();
-    b.sort();
-    a == b
 }

@@ -1,12 +1,15 @@
 //! Watches feeding in-memory stores. Watch streams never call the API themselves; every event
 //! only wakes the reconciler.
 
+use std::collections::BTreeSet;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use atoll_api::hub::{ExportedService, LABEL_CLUSTER};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use atoll_core::plan::Observed;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -66,64 +69,124 @@ impl Stores {
         let m = &config.member;
         let h = &config.hub;
         Self {
-            exports: watch(
-                m,
-                "member ServiceExports",
-                watcher::Config::default(),
-                &trigger,
-            ),
-            services: watch(m, "member Services", watcher::Config::default(), &trigger),
+            exports: watch(m, WATCH_EXPORTS, watcher::Config::default(), &trigger),
+            services: watch(m, WATCH_SERVICES, watcher::Config::default(), &trigger),
             service_slices: watch(
                 m,
-                "member EndpointSlices",
+                WATCH_SERVICE_SLICES,
                 watcher::Config::default().labels(&not_ours),
                 &trigger,
             ),
             mcs_slices: watch(
                 m,
-                "member MCS EndpointSlices",
+                WATCH_MCS_SLICES,
                 watcher::Config::default().labels(&ours),
                 &trigger,
             ),
-            namespaces: watch(m, "member Namespaces", watcher::Config::default(), &trigger),
-            imports: watch(
-                m,
-                "member ServiceImports",
-                watcher::Config::default(),
-                &trigger,
-            ),
+            namespaces: watch(m, WATCH_NAMESPACES, watcher::Config::default(), &trigger),
+            imports: watch(m, WATCH_IMPORTS, watcher::Config::default(), &trigger),
             records: watch(
                 h,
-                "hub ExportedServices",
+                WATCH_RECORDS,
                 watcher::Config::default().labels(LABEL_CLUSTER),
                 &trigger,
             ),
             hub_slices: watch(
                 h,
-                "hub EndpointSlices",
+                WATCH_HUB_SLICES,
                 watcher::Config::default().labels(LABEL_CLUSTER),
                 &trigger,
             ),
         }
     }
 
-    /// Resolves once every watch has listed once.
-    pub async fn wait_until_ready(&self) {
+    /// What every store holds now.
+    pub fn snapshot(&self) -> Observed {
+        Observed {
+            exports: self.exports.state(),
+            services: self.services.state(),
+            service_slices: self.service_slices.state(),
+            mcs_slices: self.mcs_slices.state(),
+            namespaces: self.namespaces.state(),
+            imports: self.imports.state(),
+            records: self.records.state(),
+            hub_slices: self.hub_slices.state(),
+        }
+    }
+
+    /// Resolves once every watch has listed once; `waiting` holds the names of those that
+    /// have not yet (for `/readyz` and the log, which repeats them every 10 s). Fails, naming
+    /// the watch, if one ends before its first list: nothing may be written then, since
+    /// missing objects would look deleted.
+    pub async fn wait_until_ready(&self, waiting: &Waiting) -> Result<(), crate::Error> {
         let waits = [
-            self.exports.wait_until_ready().boxed(),
-            self.services.wait_until_ready().boxed(),
-            self.service_slices.wait_until_ready().boxed(),
-            self.mcs_slices.wait_until_ready().boxed(),
-            self.namespaces.wait_until_ready().boxed(),
-            self.imports.wait_until_ready().boxed(),
-            self.records.wait_until_ready().boxed(),
-            self.hub_slices.wait_until_ready().boxed(),
+            (WATCH_EXPORTS, self.exports.wait_until_ready().boxed()),
+            (WATCH_SERVICES, self.services.wait_until_ready().boxed()),
+            (
+                WATCH_SERVICE_SLICES,
+                self.service_slices.wait_until_ready().boxed(),
+            ),
+            (WATCH_MCS_SLICES, self.mcs_slices.wait_until_ready().boxed()),
+            (WATCH_NAMESPACES, self.namespaces.wait_until_ready().boxed()),
+            (WATCH_IMPORTS, self.imports.wait_until_ready().boxed()),
+            (WATCH_RECORDS, self.records.wait_until_ready().boxed()),
+            (WATCH_HUB_SLICES, self.hub_slices.wait_until_ready().boxed()),
         ];
-        for ready in futures::future::join_all(waits).await {
-            if ready.is_err() {
-                tracing::error!("a watch stopped before its first list");
+        waiting.set(waits.iter().map(|(name, _)| *name));
+        let all = futures::future::try_join_all(waits.into_iter().map(|(name, wait)| async move {
+            wait.await
+                .map_err(|_| crate::Error::WatchEnded { watch: name })?;
+            waiting.done(name);
+            Ok::<(), crate::Error>(())
+        }));
+        let mut all = std::pin::pin!(all);
+        loop {
+            tokio::select! {
+                result = &mut all => return result.map(|_| ()),
+                () = tokio::time::sleep(Duration::from_secs(10)) => {
+                    tracing::warn!(
+                        watches = %waiting.describe(),
+                        "still waiting for watches to list; nothing is written or deleted until every watch has listed once"
+                    );
+                }
             }
         }
+    }
+}
+
+// Names of the watches, as logs and `/readyz` show them.
+const WATCH_EXPORTS: &str = "member ServiceExports";
+const WATCH_SERVICES: &str = "member Services";
+const WATCH_SERVICE_SLICES: &str = "member EndpointSlices";
+const WATCH_MCS_SLICES: &str = "member MCS EndpointSlices";
+const WATCH_NAMESPACES: &str = "member Namespaces";
+const WATCH_IMPORTS: &str = "member ServiceImports";
+const WATCH_RECORDS: &str = "hub ExportedServices";
+const WATCH_HUB_SLICES: &str = "hub EndpointSlices";
+
+/// The watches that have not listed yet.
+#[derive(Debug, Clone, Default)]
+pub struct Waiting(Arc<Mutex<BTreeSet<&'static str>>>);
+
+impl Waiting {
+    fn set(&self, names: impl Iterator<Item = &'static str>) {
+        if let Ok(mut pending) = self.0.lock() {
+            *pending = names.collect();
+        }
+    }
+
+    fn done(&self, name: &'static str) {
+        if let Ok(mut pending) = self.0.lock() {
+            pending.remove(name);
+        }
+    }
+
+    /// The waiting watches, comma-separated (empty when none is).
+    pub fn describe(&self) -> String {
+        self.0
+            .lock()
+            .map(|p| p.iter().copied().collect::<Vec<_>>().join(", "))
+            .unwrap_or_default()
     }
 }
 

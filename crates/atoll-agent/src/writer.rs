@@ -1,24 +1,39 @@
-//! The only code that writes: server-side apply with one field manager, deletes that tolerate
-//! objects already gone, and the comparisons that keep the steady state at zero writes.
+//! The only code that writes. It executes a [`Plan`] made by `atoll_core::plan` and decides
+//! nothing itself: server-side apply with one field manager, deletes that tolerate objects
+//! already gone, at most 16 writes in flight per kind of write. Failed writes are logged with
+//! kind, namespace, name and the API's message, counted by kind, and handed back as
+//! [`Feedback`] for the next plan.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use k8s_openapi::api::core::v1::Namespace;
+use atoll_api::hub::ExportedService;
+use atoll_api::labels;
+use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use atoll_core::plan::{
+    ExportStatus, Feedback, ImportApply, ImportStatus, ObjectKey, Plan, Refusal, ServiceKey,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
-
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 
-use crate::Error;
-use crate::metrics::WriteLabels;
+use crate::events;
+use crate::metrics::{KindLabels, Metrics, WriteLabels};
+use crate::reconcile::Context;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "atoll-agent";
+
+/// Writes in flight at once, per kind of write.
+const IN_FLIGHT: usize = 16;
 
 /// Counts API writes: a total for logs, and by (kind, verb) in the metrics.
 #[derive(Debug, Default)]
@@ -52,169 +67,371 @@ impl WriteCounter {
     }
 }
 
+/// A write the API did not accept.
+#[derive(Debug, thiserror::Error)]
+#[error("{verb} {kind} {key}: {source}")]
+pub struct WriteError {
+    pub kind: String,
+    pub verb: &'static str,
+    pub key: ObjectKey,
+    #[source]
+    pub source: kube::Error,
+}
+
+impl WriteError {
+    /// The refusal as the plan sees it: HTTP status (0 without an answer) and message.
+    pub fn refusal(&self) -> Refusal {
+        match &self.source {
+            kube::Error::Api(e) => Refusal {
+                code: e.code,
+                message: e.message.clone(),
+            },
+            other => Refusal {
+                code: 0,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// What executing a plan did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The failures the next plan must know about.
+    pub feedback: Feedback,
+    /// Failed writes (each already logged and counted).
+    pub errors: usize,
+}
+
 fn kind<K: Resource<DynamicType = ()>>() -> String {
     K::kind(&()).into_owned()
 }
 
+/// Logs and counts a failed write.
+fn report(metrics: &Metrics, error: &WriteError) {
+    tracing::warn!(
+        kind = %error.kind,
+        namespace = %error.key.namespace,
+        name = %error.key.name,
+        verb = error.verb,
+        error = %error.source,
+        "write failed"
+    );
+    metrics
+        .write_errors
+        .get_or_create(&KindLabels {
+            kind: error.kind.clone(),
+        })
+        .inc();
+}
+
 /// Server-side applies `object` (its name and namespace come from its metadata).
-pub async fn apply<K>(api: &Api<K>, object: &K, writes: &WriteCounter) -> Result<K, kube::Error>
+async fn apply<K>(client: &Client, object: &K, writes: &WriteCounter) -> Result<K, WriteError>
 where
-    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + Debug,
 {
-    let name = object.meta().name.clone().unwrap_or_default();
+    let key = ObjectKey::of(object.meta());
     writes.add(&kind::<K>(), "apply");
-    tracing::debug!(kind = %kind::<K>(), namespace = ?object.meta().namespace, %name, "apply");
+    tracing::debug!(kind = %kind::<K>(), %key, "apply");
+    let api: Api<K> = Api::namespaced(client.clone(), &key.namespace);
     api.patch(
-        &name,
+        &key.name,
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(object),
     )
     .await
+    .map_err(|source| WriteError {
+        kind: kind::<K>(),
+        verb: "apply",
+        key,
+        source,
+    })
 }
 
-/// Server-side applies the status subresource of `name` from a partial object.
-pub async fn apply_status<K>(
-    api: &Api<K>,
-    name: &str,
+/// Server-side applies the status subresource of `key` from a partial object.
+async fn apply_status<K>(
+    client: &Client,
+    key: &ObjectKey,
     partial: &Value,
     writes: &WriteCounter,
-) -> Result<K, kube::Error>
+) -> Result<(), WriteError>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + Debug,
 {
     writes.add(&kind::<K>(), "apply-status");
-    tracing::debug!(kind = %kind::<K>(), %name, "apply status");
+    tracing::debug!(kind = %kind::<K>(), %key, "apply status");
+    let api: Api<K> = Api::namespaced(client.clone(), &key.namespace);
     api.patch_status(
-        name,
+        &key.name,
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(partial),
     )
     .await
+    .map(|_| ())
+    .map_err(|source| WriteError {
+        kind: kind::<K>(),
+        verb: "apply-status",
+        key: key.clone(),
+        source,
+    })
 }
 
-/// Deletes `name`; an object that is already gone is success.
-pub async fn delete<K>(api: &Api<K>, name: &str, writes: &WriteCounter) -> Result<(), kube::Error>
+/// Deletes `key`; an object that is already gone is success.
+async fn delete<K>(
+    client: &Client,
+    key: &ObjectKey,
+    writes: &WriteCounter,
+) -> Result<(), WriteError>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + Debug,
 {
     writes.add(&kind::<K>(), "delete");
-    tracing::debug!(kind = %kind::<K>(), %name, "delete");
-    match api.delete(name, &DeleteParams::background()).await {
+    tracing::debug!(kind = %kind::<K>(), %key, "delete");
+    let api: Api<K> = Api::namespaced(client.clone(), &key.namespace);
+    match api.delete(&key.name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
+        Err(source) => Err(WriteError {
+            kind: kind::<K>(),
+            verb: "delete",
+            key: key.clone(),
+            source,
+        }),
     }
 }
 
-/// Makes namespace `namespace` hold exactly the `desired` objects (by name) among those `store`
-/// observed there: applies the ones `current` says differ, deletes the ones not desired, 16
-/// writes at a time. Returns the names whose apply failed and the number of failed deletes.
-pub async fn sync_namespace<K>(
+/// Applies every object, [`IN_FLIGHT`] at a time; returns the failures with their objects.
+async fn apply_each<'a, K>(
     client: &Client,
-    store: &kube::runtime::reflector::Store<K>,
-    namespace: &str,
-    desired: &std::collections::BTreeMap<String, K>,
-    current: impl Fn(&K, &K) -> bool,
-    writes: &WriteCounter,
-) -> (std::collections::BTreeSet<String>, usize)
+    objects: &'a [K],
+    context: &Context,
+) -> Vec<(&'a K, WriteError)>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Serialize
         + DeserializeOwned
         + Clone
         + Debug
-        + Send
-        + Sync
-        + 'static,
+        + Sync,
 {
-    let observed: std::collections::BTreeMap<String, std::sync::Arc<K>> = store
-        .state()
-        .into_iter()
-        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
-        .map(|o| (o.meta().name.clone().unwrap_or_default(), o))
-        .collect();
-    let changed: Vec<&K> = desired
-        .iter()
-        .filter(|(name, want)| !observed.get(*name).is_some_and(|o| current(o, want)))
-        .map(|(_, want)| want)
-        .collect();
-    let failed = apply_all(client, changed, writes).await;
-    let stale: Vec<(String, String)> = observed
-        .keys()
-        .filter(|name| !desired.contains_key(*name))
-        .map(|name| (namespace.to_owned(), name.clone()))
-        .collect();
-    let delete_errors = delete_all::<K>(client, stale, writes).await;
-    (failed, delete_errors)
-}
-
-/// Server-side applies every object (each names its own namespace), 16 at a time; returns
-/// the names of those that failed (each is logged).
-pub async fn apply_all<K>(
-    client: &Client,
-    objects: Vec<&K>,
-    writes: &WriteCounter,
-) -> std::collections::BTreeSet<String>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Serialize
-        + DeserializeOwned
-        + Clone
-        + Debug,
-{
-    use futures::StreamExt;
     futures::stream::iter(objects)
         .map(|object| async move {
-            let namespace = object.meta().namespace.clone().unwrap_or_default();
-            let name = object.meta().name.clone().unwrap_or_default();
-            let api: Api<K> = Api::namespaced(client.clone(), &namespace);
-            match apply(&api, object, writes).await {
-                Ok(_) => None,
-                Err(error) => {
-                    tracing::warn!(kind = %kind::<K>(), %namespace, %name, %error, "apply failed");
-                    Some(name)
-                }
-            }
+            apply(client, object, &context.writes)
+                .await
+                .err()
+                .map(|e| (object, e))
         })
-        .buffer_unordered(16)
+        .buffer_unordered(IN_FLIGHT)
         .filter_map(|failed| async move { failed })
         .collect()
         .await
 }
 
-/// Deletes the namespaced objects `(namespace, name)` of kind `K`, 16 at a time; returns how
-/// many deletes failed (each is logged).
-pub async fn delete_all<K>(
-    client: &Client,
-    objects: Vec<(String, String)>,
-    writes: &WriteCounter,
-) -> usize
+/// Deletes every object, [`IN_FLIGHT`] at a time; returns the failures.
+async fn delete_each<K>(client: &Client, keys: &[ObjectKey], context: &Context) -> Vec<WriteError>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + DeserializeOwned
         + Clone
         + Debug,
 {
-    use futures::StreamExt;
-    let results: Vec<Result<(), kube::Error>> = futures::stream::iter(objects)
-        .map(|(namespace, name)| async move {
-            let api: Api<K> = Api::namespaced(client.clone(), &namespace);
-            let result = delete(&api, &name, writes).await;
-            if let Err(error) = &result {
-                tracing::warn!(kind = %kind::<K>(), %namespace, %name, %error, "delete failed");
-            }
-            result
-        })
-        .buffer_unordered(16)
+    futures::stream::iter(keys)
+        .map(|key| async move { delete::<K>(client, key, &context.writes).await.err() })
+        .buffer_unordered(IN_FLIGHT)
+        .filter_map(|failed| async move { failed })
         .collect()
-        .await;
-    results.iter().filter(|r| r.is_err()).count()
+        .await
 }
 
-/// Creates this member's hub namespace unless it exists (`atoll join` normally has).
-pub async fn ensure_hub_namespace(hub: &Client, cluster: &str) -> Result<(), Error> {
+/// Executes `plan`: hub writes, member writes and export statuses run side by side; within the
+/// member, each ServiceImport is applied before its status.
+pub async fn execute(hub: &Client, member: &Client, plan: &Plan, context: &Context) -> Outcome {
+    let (hub_result, member_result, export_errors) = futures::join!(
+        hub_writes(hub, plan, context),
+        member_writes(member, plan, context),
+        export_statuses(member, &plan.export_statuses, context),
+    );
+    let mut outcome = Outcome::default();
+    let (publish_failures, hub_errors) = hub_result;
+    let (derived_failures, member_errors) = member_result;
+    outcome.feedback.publish_failures = publish_failures;
+    outcome.feedback.derived_failures = derived_failures;
+    outcome.errors = hub_errors + member_errors + export_errors;
+    outcome
+}
+
+async fn hub_writes(
+    hub: &Client,
+    plan: &Plan,
+    context: &Context,
+) -> (std::collections::BTreeMap<ServiceKey, Refusal>, usize) {
+    let writes = &plan.hub;
+    let (records, slices, stale_records, stale_slices) = futures::join!(
+        apply_each::<ExportedService>(hub, &writes.apply_records, context),
+        apply_each::<EndpointSlice>(hub, &writes.apply_slices, context),
+        delete_each::<ExportedService>(hub, &writes.delete_records, context),
+        delete_each::<EndpointSlice>(hub, &writes.delete_slices, context),
+    );
+    let mut failures = std::collections::BTreeMap::new();
+    for (record, error) in &records {
+        report(&context.metrics, error);
+        let spec = &record.spec;
+        failures.insert((spec.namespace.clone(), spec.name.clone()), error.refusal());
+    }
+    let others: Vec<&WriteError> = slices
+        .iter()
+        .map(|(_, e)| e)
+        .chain(&stale_records)
+        .chain(&stale_slices)
+        .collect();
+    for error in &others {
+        report(&context.metrics, error);
+    }
+    (failures, records.len() + others.len())
+}
+
+async fn member_writes(
+    member: &Client,
+    plan: &Plan,
+    context: &Context,
+) -> (std::collections::BTreeMap<ServiceKey, Refusal>, usize) {
+    let writes = &plan.member;
+    let (derived, imports, slices, stale_imports, stale_derived, stale_slices) = futures::join!(
+        apply_each::<Service>(member, &writes.apply_derived, context),
+        imports_then_statuses(
+            member,
+            &writes.apply_imports,
+            &writes.import_statuses,
+            context
+        ),
+        apply_each::<EndpointSlice>(member, &writes.apply_slices, context),
+        delete_each::<ServiceImport>(member, &writes.delete_imports, context),
+        delete_each::<Service>(member, &writes.delete_derived, context),
+        delete_each::<EndpointSlice>(member, &writes.delete_slices, context),
+    );
+    let mut failures = std::collections::BTreeMap::new();
+    for (service, error) in &derived {
+        report(&context.metrics, error);
+        let imported = service
+            .meta()
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::SERVICE_NAME))
+            .cloned()
+            .unwrap_or_default();
+        failures.insert((error.key.namespace.clone(), imported), error.refusal());
+    }
+    let others: Vec<&WriteError> = slices
+        .iter()
+        .map(|(_, e)| e)
+        .chain(&imports)
+        .chain(&stale_imports)
+        .chain(&stale_derived)
+        .chain(&stale_slices)
+        .collect();
+    for error in &others {
+        report(&context.metrics, error);
+    }
+    (failures, derived.len() + others.len())
+}
+
+/// ServiceImports first, then the statuses (of imports that exist or were just created).
+async fn imports_then_statuses(
+    member: &Client,
+    imports: &[ImportApply],
+    statuses: &[ImportStatus],
+    context: &Context,
+) -> Vec<WriteError> {
+    let objects: Vec<ServiceImport> = imports.iter().map(|i| i.object.clone()).collect();
+    let failed = apply_each::<ServiceImport>(member, &objects, context).await;
+    let failed_keys: std::collections::BTreeSet<ObjectKey> =
+        failed.iter().map(|(_, e)| e.key.clone()).collect();
+    for apply in imports {
+        let key = ObjectKey::of(&apply.object.metadata);
+        if let (Some(first), false) = (&apply.first_export, failed_keys.contains(&key)) {
+            let age = Timestamp::now().duration_since(first.0);
+            context
+                .metrics
+                .export_to_import_seconds
+                .observe(age.as_secs_f64().max(0.0));
+        }
+    }
+    let mut errors: Vec<WriteError> = failed.into_iter().map(|(_, e)| e).collect();
+    let status_errors: Vec<WriteError> = futures::stream::iter(statuses)
+        .filter(|s| std::future::ready(!failed_keys.contains(&s.key)))
+        .map(|s| async move {
+            let partial = json!({
+                "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+                "status": s.status,
+            });
+            apply_status::<ServiceImport>(member, &s.key, &partial, &context.writes)
+                .await
+                .err()
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .filter_map(|failed| async move { failed })
+        .collect()
+        .await;
+    errors.extend(status_errors);
+    errors
+}
+
+/// Export conditions, each preceded by the Events announcing its changes.
+async fn export_statuses(member: &Client, statuses: &[ExportStatus], context: &Context) -> usize {
+    let errors: Vec<WriteError> = futures::stream::iter(statuses)
+        .map(|s| async move {
+            events::publish(&context.recorder, s).await;
+            let partial = json!({
+                "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+                "status": { "conditions": s.conditions },
+            });
+            apply_status::<ServiceExport>(member, &s.key, &partial, &context.writes)
+                .await
+                .err()
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .filter_map(|failed| async move { failed })
+        .collect()
+        .await;
+    for error in &errors {
+        report(&context.metrics, error);
+    }
+    errors.len()
+}
+
+/// Creates this member's hub namespace unless it exists. Refused (403) is fine too: with
+/// per-member credentials, the namespace is made for the member when it joins.
+pub async fn ensure_hub_namespace(hub: &Client, cluster: &str, context: &Context) -> bool {
     let namespace = atoll_api::hub::namespace_for(cluster);
     let api: Api<Namespace> = Api::all(hub.clone());
+    let failed = |source| {
+        report(
+            &context.metrics,
+            &WriteError {
+                kind: "Namespace".to_owned(),
+                verb: "create",
+                key: ObjectKey::new("", &namespace),
+                source,
+            },
+        );
+        false
+    };
+    match api.get_opt(&namespace).await {
+        Ok(Some(_)) => return true,
+        Ok(None) => {}
+        Err(kube::Error::Api(e)) if e.code == 403 => return true,
+        Err(source) => return failed(source),
+    }
     let object = Namespace {
         metadata: kube::api::ObjectMeta {
             name: Some(namespace.clone()),
@@ -222,73 +439,10 @@ pub async fn ensure_hub_namespace(hub: &Client, cluster: &str) -> Result<(), Err
         },
         ..Default::default()
     };
+    context.writes.add("Namespace", "create");
     match api.create(&PostParams::default(), &object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(source) => Err(Error::HubNamespace { namespace, source }),
-    }
-}
-
-/// Whether everything `desired` says is already true of `observed`: every key of a desired
-/// object is present with a contained value, arrays match element by element, scalars are
-/// equal. Fields the apiserver defaults or other managers own are ignored; that is what makes a
-/// resync that changes nothing send nothing.
-pub fn contains(observed: &Value, desired: &Value) -> bool {
-    match (observed, desired) {
-        (Value::Object(o), Value::Object(d)) => d
-            .iter()
-            .all(|(k, dv)| o.get(k).is_some_and(|ov| contains(ov, dv))),
-        (Value::Array(o), Value::Array(d)) => {
-            o.len() == d.len() && o.iter().zip(d).all(|(ov, dv)| contains(ov, dv))
-        }
-        _ => observed == desired,
-    }
-}
-
-/// [`contains`] for typed objects.
-pub fn already_applied<T: Serialize>(observed: &T, desired: &T) -> bool {
-    match (
-        serde_json::to_value(observed),
-        serde_json::to_value(desired),
-    ) {
-        (Ok(o), Ok(d)) => contains(&o, &d),
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn defaulted_fields_do_not_count_as_differences() {
-        let observed = json!({"spec": {"ports": [{"port": 42, "protocol": "TCP", "targetPort": 42}], "clusterIP": "10.0.0.1"}});
-        assert!(contains(
-            &observed,
-            &json!({"spec": {"ports": [{"port": 42, "protocol": "TCP"}]}})
-        ));
-    }
-
-    #[test]
-    fn changed_values_and_array_lengths_do() {
-        let observed =
-            json!({"spec": {"ports": [{"port": 42}]}, "metadata": {"labels": {"a": "1"}}});
-        assert!(!contains(
-            &observed,
-            &json!({"spec": {"ports": [{"port": 43}]}})
-        ));
-        assert!(!contains(
-            &observed,
-            &json!({"spec": {"ports": [{"port": 42}, {"port": 43}]}})
-        ));
-        assert!(!contains(
-            &observed,
-            &json!({"metadata": {"labels": {"a": "2"}}})
-        ));
-        assert!(!contains(
-            &observed,
-            &json!({"metadata": {"annotations": {}}})
-        ));
+        Ok(_) => true,
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 403 => true,
+        Err(source) => failed(source),
     }
 }

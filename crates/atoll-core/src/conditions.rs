@@ -132,7 +132,9 @@ pub fn import_ready(problem: Option<&VipProblem>, previous: &[Condition], now: &
         Some(VipProblem::FamilyNotSupported(why)) => (
             false,
             ic::REASON_IP_FAMILY_NOT_SUPPORTED,
-            format!("this cluster cannot allocate a cluster IP of the service's IP families: {why}"),
+            format!(
+                "this cluster cannot allocate a cluster IP of the service's IP families: {why}"
+            ),
         ),
         Some(VipProblem::Failed(why)) => (
             false,
@@ -179,7 +181,10 @@ mod tests {
         let a = condition("Valid", true, "Valid", String::new(), &[], &at(1));
         let b = condition("Ready", true, "Exported", String::new(), &[], &at(1));
         let a_later = condition("Valid", true, "Valid", String::new(), &[], &at(9));
-        assert!(same_conditions(&[a.clone(), b.clone()], &[b.clone(), a_later]));
+        assert!(same_conditions(
+            &[a.clone(), b.clone()],
+            &[b.clone(), a_later]
+        ));
         let other = condition("Valid", false, "NoService", String::new(), &[], &at(1));
         assert!(!same_conditions(&[a, b.clone()], &[b, other]));
     }
@@ -218,13 +223,19 @@ mod tests {
         );
         assert_eq!(conditions[1].reason, "Pending");
         assert!(conditions[1].message.contains("forbidden"));
-        assert_eq!(conditions.len(), 2, "no Conflict before the merge includes us");
+        assert_eq!(
+            conditions.len(),
+            2,
+            "no Conflict before the merge includes us"
+        );
     }
 
     #[test]
     fn import_ready_says_why_not() {
         let family = import_ready(
-            Some(&VipProblem::FamilyNotSupported("IPv6 not configured".into())),
+            Some(&VipProblem::FamilyNotSupported(
+                "IPv6 not configured".into(),
+            )),
             &[],
             &at(1),
         );

@@ -24,7 +24,8 @@ pub fn record_problem(record: &ExportedService) -> Option<String> {
     if !label(&spec.namespace) || !label(&spec.name) {
         return Some("namespace or name is not a DNS label".to_owned());
     }
-    if record.metadata.name.as_deref() != Some(hub::record_name(&spec.namespace, &spec.name).as_str())
+    if record.metadata.name.as_deref()
+        != Some(hub::record_name(&spec.namespace, &spec.name).as_str())
     {
         return Some("object name does not match the service it describes".to_owned());
     }

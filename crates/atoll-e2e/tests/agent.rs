@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use atoll_api::labels;
-use atoll_api::multicluster::ServiceImportType;
+use atoll_api::multicluster::{EndpointSliceObjects, ServiceImportType};
 use atoll_testing::fixtures;
 use atoll_testing::mcs::{
     CONVERGE, HELLO_PORTS, deploy_and_export, import, mcs_slices, wait_export_condition,
@@ -201,6 +201,82 @@ async fn headless_export_imports_without_vip_and_with_families() -> anyhow::Resu
                 .get_opt(&derived)
                 .await?
                 .is_none()
+        );
+    }
+    ns.cleanup().await
+}
+
+/// mcs-api v0.5.2: every import Atoll writes says its MCS EndpointSlices are present, through
+/// both served versions (CoreDNS still reads v1alpha1), for ClusterSetIP and headless imports.
+#[tokio::test]
+async fn imports_say_their_endpoint_slice_objects_are_present() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("esobjects").await?;
+    deploy_and_export(&set.members[1], &ns.name, HELLO_PORTS, false).await?;
+    fixtures::deployment(&set.members[2].client, &ns.name, "web", 1).await?;
+    fixtures::apply_service(
+        &set.members[2].client,
+        &fixtures::service(&ns.name, "web", "web", HELLO_PORTS, true),
+    )
+    .await?;
+    fixtures::export(&set.members[2].client, &ns.name, "web", &[]).await?;
+    for member in &set.members {
+        for name in ["hello", "web"] {
+            wait_import(member, &ns.name, name, |i| {
+                match i.status.as_ref().and_then(|s| s.endpoint_slice_objects) {
+                    Some(EndpointSliceObjects::Present) => Ok(()),
+                    other => Err(format!("endpointSliceObjects = {other:?}")),
+                }
+            })
+            .await?;
+            let alpha = Api::<atoll_api::v1alpha1::ServiceImport>::namespaced(
+                member.client.clone(),
+                &ns.name,
+            )
+            .get(name)
+            .await?;
+            assert_eq!(
+                alpha.status.and_then(|s| s.endpoint_slice_objects),
+                Some(EndpointSliceObjects::Present),
+                "{}: v1alpha1 view of {name}",
+                member.context
+            );
+        }
+    }
+    ns.cleanup().await
+}
+
+/// A Service without a ServiceExport is never imported, even beside an exported one. The
+/// upstream suite's form of this ("should be inaccessible") probes with `nc` from pods and never
+/// runs here; this is its API-level form. The exported neighbour proves the agents processed the
+/// namespace, so the absence cannot come from agents that are down.
+#[tokio::test]
+async fn a_service_that_is_not_exported_is_never_imported() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("notexported").await?;
+    let exporter = &set.members[0];
+    fixtures::deployment(&exporter.client, &ns.name, "private", 1).await?;
+    fixtures::apply_service(
+        &exporter.client,
+        &fixtures::service(&ns.name, "private", "private", HELLO_PORTS, false),
+    )
+    .await?;
+    deploy_and_export(exporter, &ns.name, HELLO_PORTS, false).await?;
+    for member in &set.members {
+        wait_import_clusters(member, &ns.name, "hello", 1).await?;
+    }
+    // `private` was created before `hello`'s Service on the same watch, so the exporter's pass
+    // that published `hello` (which needs hello's Service in its store) had seen it too.
+    for member in &set.members {
+        assert!(
+            import(member, &ns.name, "private").await?.is_none(),
+            "{}: a Service without a ServiceExport was imported",
+            member.context
+        );
+        assert!(
+            mcs_slices(member, &ns.name, "private").await?.is_empty(),
+            "{}: MCS slices for a Service without a ServiceExport",
+            member.context
         );
     }
     ns.cleanup().await

@@ -189,22 +189,56 @@ where
     }
 }
 
-/// The value of metric `name` (summed over its label sets) from the admin server on
-/// 127.0.0.1:`port`, read with a plain HTTP/1.0 GET.
-pub async fn metric(port: u16, name: &str) -> anyhow::Result<f64> {
+/// `(status code, body)` of `GET <path>` on the admin server at 127.0.0.1:`port` (HTTP/1.0).
+pub async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let address = format!("127.0.0.1:{port}");
     let mut stream = tokio::net::TcpStream::connect(&address)
         .await
         .with_context(|| format!("admin server at {address}"))?;
     stream
-        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
         .await?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("no HTTP status from {address}: {head}"))?;
+    Ok((code, body.to_owned()))
+}
+
+/// The value of metric `name` (summed over its label sets) from the admin server on
+/// 127.0.0.1:`port`; 0 when the metric has no sample yet.
+pub async fn metric(port: u16, name: &str) -> anyhow::Result<f64> {
+    let (_, body) = http_get(port, "/metrics").await?;
     Ok(body
         .lines()
         .filter(|l| l.split(['{', ' ']).next() == Some(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum())
+}
+
+/// Runs `undo` when dropped: when the test ends, whether it passed, failed with an error or
+/// panicked, so a test that stops part of the ClusterSet always puts it back.
+pub struct Undo<F: FnMut()>(F);
+
+impl<F: FnMut()> Undo<F> {
+    pub fn new(undo: F) -> Self {
+        Self(undo)
+    }
+}
+
+impl<F: FnMut()> Drop for Undo<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+impl<F: FnMut()> Debug for Undo<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Undo")
+    }
 }

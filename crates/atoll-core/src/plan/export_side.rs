@@ -76,11 +76,23 @@ pub(super) fn plan(
         records.iter().map(|(n, (_, r))| (n, r)),
         |o, d| o.spec == d.spec && o.metadata.labels == d.metadata.labels,
     );
-    let pending: std::collections::BTreeSet<ServiceKey> = apply.iter().filter_map(|n| records.get(n)).map(|(k, _)| k.clone()).collect();
-    writes.apply_records = apply.iter().filter_map(|n| records.get(n)).map(|(_, r)| r.clone()).collect();
+    let pending: std::collections::BTreeSet<ServiceKey> = apply
+        .iter()
+        .filter_map(|n| records.get(n))
+        .map(|(k, _)| k.clone())
+        .collect();
+    writes.apply_records = apply
+        .iter()
+        .filter_map(|n| records.get(n))
+        .map(|(_, r)| r.clone())
+        .collect();
     writes.delete_records = delete;
     let (apply, delete) = sync(&own, &observed.hub_slices, copies.iter(), already_applied);
-    writes.apply_slices = apply.iter().filter_map(|n| copies.get(n)).cloned().collect();
+    writes.apply_slices = apply
+        .iter()
+        .filter_map(|n| copies.get(n))
+        .cloned()
+        .collect();
     writes.delete_slices = delete;
 
     let mut statuses = Vec::new();
@@ -111,6 +123,7 @@ pub(super) fn plan(
         if !same_conditions(previous, &conditions) {
             statuses.push(ExportStatus {
                 key: ObjectKey::new(&key.0, &key.1),
+                uid: export.metadata.uid.clone(),
                 announcements: transitions(previous, &conditions),
                 conditions,
             });

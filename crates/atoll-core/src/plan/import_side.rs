@@ -181,7 +181,11 @@ fn import_service(
             });
         }
         let previous = observed.and_then(|o| o.status.clone()).unwrap_or_default();
-        let conditions = vec![import_ready(problem.as_ref(), &previous.conditions, here.now)];
+        let conditions = vec![import_ready(
+            problem.as_ref(),
+            &previous.conditions,
+            here.now,
+        )];
         if previous.clusters != status.clusters
             || previous.endpoint_slice_objects != status.endpoint_slice_objects
             || !same_conditions(&previous.conditions, &conditions)

@@ -174,6 +174,8 @@ pub struct MemberWrites {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExportStatus {
     pub key: ObjectKey,
+    /// The export's uid, for the Events' object reference.
+    pub uid: Option<String>,
     pub conditions: Vec<Condition>,
     pub announcements: Vec<Announcement>,
 }

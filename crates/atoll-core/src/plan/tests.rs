@@ -211,7 +211,8 @@ impl World {
         for derived in &plan.member.apply_derived {
             let key = ObjectKey::of(&derived.metadata);
             if let Some(refusal) = self.refuse_derived.get(&key.to_string()) {
-                let service = derived.metadata.labels.as_ref().unwrap()[labels::SERVICE_NAME].clone();
+                let service =
+                    derived.metadata.labels.as_ref().unwrap()[labels::SERVICE_NAME].clone();
                 feedback
                     .derived_failures
                     .insert((key.namespace.clone(), service), refusal.clone());
@@ -275,10 +276,14 @@ impl World {
     /// Creates `name` with a ServiceExport, a Service and its endpoint slice in this member.
     fn export_local(&mut self, name: &str, addresses: &[&str]) {
         let o = &mut self.observed;
-        upsert(&mut o.services, service(name, TCP42, &["IPv4"]), |s| &s.metadata);
-        upsert(&mut o.service_slices, local_slice(name, addresses, TCP42), |s| {
+        upsert(&mut o.services, service(name, TCP42, &["IPv4"]), |s| {
             &s.metadata
         });
+        upsert(
+            &mut o.service_slices,
+            local_slice(name, addresses, TCP42),
+            |s| &s.metadata,
+        );
         upsert(&mut o.exports, export(name, 0), |e| &e.metadata);
     }
 
@@ -326,7 +331,10 @@ fn an_export_is_published_then_imported_in_its_own_cluster() {
 
     // Pass 1: publish the record and the slice copy; Ready waits for the hub to show them.
     let first = world.step();
-    assert_eq!(names(&first.hub.apply_records, |r| &r.metadata), ["atoll-c2/demo.hello"]);
+    assert_eq!(
+        names(&first.hub.apply_records, |r| &r.metadata),
+        ["atoll-c2/demo.hello"]
+    );
     assert_eq!(
         names(&first.hub.apply_slices, |s| &s.metadata),
         ["atoll-c2/demo.hello-abcde"]
@@ -381,8 +389,14 @@ fn an_export_is_published_then_imported_in_its_own_cluster() {
     assert_eq!(spec.ips, ["10.101.0.9"]);
     let status = import.status.as_ref().unwrap();
     assert_eq!(status.clusters.len(), 1);
-    assert_eq!(status.endpoint_slice_objects, Some(EndpointSliceObjects::Present));
-    assert_eq!(summary(&status.conditions), [c("Ready", ConditionStatus::True, "Ready")]);
+    assert_eq!(
+        status.endpoint_slice_objects,
+        Some(EndpointSliceObjects::Present)
+    );
+    assert_eq!(
+        summary(&status.conditions),
+        [c("Ready", ConditionStatus::True, "Ready")]
+    );
 
     // Steady state: nothing to write.
     let steady = world.plan();
@@ -407,7 +421,11 @@ fn unexport_withdraws_the_record_then_every_imported_object() {
         first.hub.delete_slices,
         [ObjectKey::new("atoll-c2", "demo.hello-abcde")]
     );
-    assert_eq!(first.member, MemberWrites::default(), "imports wait for the hub");
+    assert_eq!(
+        first.member,
+        MemberWrites::default(),
+        "imports wait for the hub"
+    );
 
     let second = world.step();
     assert_eq!(second.member.delete_imports, [key]);
@@ -435,13 +453,23 @@ fn a_port_conflict_keeps_the_oldest_ports_and_flags_our_export() {
     world.converge();
 
     let conditions = world.export_conditions("hello");
-    assert_eq!(conditions[2], c("Conflict", ConditionStatus::True, "PortConflict"));
+    assert_eq!(
+        conditions[2],
+        c("Conflict", ConditionStatus::True, "PortConflict")
+    );
     let export = world.observed.exports[0].status.clone().unwrap();
     let message = &export.conditions[2].message;
     assert!(message.contains("from cluster c1, wins"), "{message}");
     assert!(message.contains("clusters that differ: c2"), "{message}");
     let import = world.import("hello").unwrap();
-    let ports: Vec<i32> = import.spec.as_ref().unwrap().ports.iter().map(|p| p.port).collect();
+    let ports: Vec<i32> = import
+        .spec
+        .as_ref()
+        .unwrap()
+        .ports
+        .iter()
+        .map(|p| p.port)
+        .collect();
     assert_eq!(ports, [43], "the oldest export's port wins");
     assert_eq!(import.status.as_ref().unwrap().clusters.len(), 2);
     // c2 exposes no port of the import: its slice carries no port.
@@ -464,7 +492,10 @@ fn a_service_whose_namespace_is_missing_is_skipped_and_nothing_is_created() {
     upsert(&mut world.observed.records, record, |r| &r.metadata);
     let plan = world.plan();
     assert_eq!(plan.writes(), 0);
-    assert_eq!(plan.report.skipped, [("elsewhere".to_owned(), "hello".to_owned())]);
+    assert_eq!(
+        plan.report.skipped,
+        [("elsewhere".to_owned(), "hello".to_owned())]
+    );
     assert_eq!(plan.report.imports, 0);
 }
 
@@ -519,7 +550,11 @@ fn an_ipv6_only_import_in_an_ipv4_cluster_says_why_it_has_no_vip() {
 
     // The refusal is reported on the import, which carries the service's families, no IPs.
     let second = world.step();
-    assert_eq!(second.member.apply_derived.len(), 1, "the derived Service is retried");
+    assert_eq!(
+        second.member.apply_derived.len(),
+        1,
+        "the derived Service is retried"
+    );
     let import = world.import("v6only").unwrap();
     let spec = import.spec.as_ref().unwrap();
     assert!(spec.ips.is_empty());
@@ -589,13 +624,18 @@ fn a_refused_record_is_reported_as_pending_with_the_error() {
     );
     world.refuse_records.clear();
     world.converge();
-    assert_eq!(world.export_conditions("hello")[1], c("Ready", ConditionStatus::True, "Exported"));
+    assert_eq!(
+        world.export_conditions("hello")[1],
+        c("Ready", ConditionStatus::True, "Exported")
+    );
 }
 
 #[test]
 fn an_invalid_export_says_why_and_publishes_nothing() {
     let mut world = World::new("c2");
-    upsert(&mut world.observed.exports, export("ghost", 0), |e| &e.metadata);
+    upsert(&mut world.observed.exports, export("ghost", 0), |e| {
+        &e.metadata
+    });
     let plan = world.step();
     assert!(plan.hub.is_empty());
     assert_eq!(
