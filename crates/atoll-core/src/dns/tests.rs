@@ -503,6 +503,54 @@ fn malformed_packets_get_formerr_or_nothing() {
     assert_eq!(answer(&z, &response, false, &mut out).rcode, None);
 }
 
+/// Checks what every non-empty response to `packet` must be: at least a header that echoes the
+/// id, has QR set and a response code Atoll sends; a header-only reply (the query could not be
+/// parsed) has no records and says FORMERR or, for an opcode other than QUERY, NOTIMP; any other
+/// reply echoes the question as sent and decodes.
+fn check_reply(packet: &[u8], out: &[u8]) -> Result<(), TestCaseError> {
+    prop_assert!(out.len() >= 12, "reply shorter than a header: {out:?}");
+    prop_assert_eq!(&out[..2], &packet[..2], "id not echoed");
+    prop_assert!(out[2] & 0x80 != 0, "QR not set");
+    prop_assert_eq!(out[2] & 0x78, 0, "opcode of a reply is QUERY");
+    let code = out[3] & 0x0f;
+    prop_assert!(
+        [
+            rcode::NOERROR,
+            rcode::FORMERR,
+            rcode::SERVFAIL,
+            rcode::NXDOMAIN,
+            rcode::NOTIMP,
+            rcode::REFUSED
+        ]
+        .contains(&code),
+        "rcode {code}"
+    );
+    let parsed = Message::from_vec(out);
+    prop_assert!(parsed.is_ok(), "unparseable response {out:?} to {packet:?}");
+    if out.len() == 12 {
+        prop_assert_eq!(
+            &out[4..],
+            &[0u8; 8],
+            "a header-only reply carries no records"
+        );
+        prop_assert_eq!(out[2] & 0x02, 0, "a header-only reply is not truncated");
+        let opcode = (packet[2] >> 3) & 0x0f;
+        let expected = if opcode == 0 {
+            rcode::FORMERR
+        } else {
+            rcode::NOTIMP
+        };
+        prop_assert_eq!(code, expected, "opcode {}", opcode);
+    } else {
+        prop_assert_eq!(&out[4..6], &[0u8, 1], "one question");
+        let question_len = parse_query(packet).map(|q| q.question.len());
+        prop_assert!(question_len.is_ok(), "a full reply to an unparseable query");
+        let question_len = question_len.unwrap_or(0);
+        prop_assert_eq!(&out[12..12 + question_len], &packet[12..12 + question_len]);
+    }
+    Ok(())
+}
+
 /// A query for `name` (type `qtype`) whose OPT record, when `claimed` is given, claims exactly
 /// that UDP payload size (even under 512, which hickory's encoder would not write).
 fn query_claiming(name: &str, qtype: RecordType, claimed: Option<u16>) -> Vec<u8> {
@@ -537,10 +585,28 @@ proptest! {
     fn no_input_panics_and_every_answer_parses(packet in proptest::collection::vec(any::<u8>(), 0..300)) {
         let z = zone();
         let mut out = Vec::new();
-        answer(&z, &packet, false, &mut out);
-        if !out.is_empty() && out.len() > 12 {
-            prop_assert!(Message::from_vec(&out).is_ok(), "unparseable response to {packet:?}");
+        let outcome = answer(&z, &packet, false, &mut out);
+        if out.is_empty() {
+            // Dropped: only something without a whole header, or a response (answering it could
+            // start a loop between two servers).
+            prop_assert!(packet.len() < 12 || packet[2] & 0x80 != 0, "{packet:?} dropped");
+            prop_assert_eq!(outcome.rcode, None);
+        } else {
+            check_reply(&packet, &out)?;
+            prop_assert_eq!(outcome.rcode, Some(out[3] & 0x0f));
         }
+    }
+
+    #[test]
+    fn headers_alone_get_a_header_only_reply(header in proptest::collection::vec(any::<u8>(), 12..=12)) {
+        // Whatever the flags and counts, a query that is just a header (no question to parse)
+        // is answered with a header, not ignored.
+        let mut packet = header;
+        packet[2] &= 0x7f;
+        let mut out = Vec::new();
+        answer(&zone(), &packet, false, &mut out);
+        prop_assert_eq!(out.len(), 12, "{:?}", out);
+        check_reply(&packet, &out)?;
     }
 
     #[test]
@@ -550,7 +616,12 @@ proptest! {
         let mut packet = query.to_vec().unwrap();
         if flip < packet.len() { packet[flip] = byte; }
         let mut out = Vec::new();
-        answer(&zone(), &packet, false, &mut out);
+        for tcp in [false, true] {
+            answer(&zone(), &packet, tcp, &mut out);
+            if !out.is_empty() {
+                check_reply(&packet, &out)?;
+            }
+        }
     }
 
     #[test]
