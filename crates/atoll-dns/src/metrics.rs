@@ -54,6 +54,9 @@ pub struct DnsMetrics {
     pub snapshot_bytes: Gauge,
     /// Snapshot rebuilds.
     pub rebuilds: Counter,
+    /// UDP packets dropped unanswered for their source address (see
+    /// [`crate::udp::answerable_source`]).
+    pub udp_dropped_sources: Counter,
 }
 
 impl Default for DnsMetrics {
@@ -92,6 +95,7 @@ impl Default for DnsMetrics {
             snapshot_names: Gauge::default(),
             snapshot_bytes: Gauge::default(),
             rebuilds: Counter::default(),
+            udp_dropped_sources: Counter::default(),
         }
     }
 }
@@ -151,6 +155,12 @@ impl DnsMetrics {
             "snapshot_rebuilds",
             "Zone snapshot rebuilds",
             self.rebuilds.clone(),
+        );
+        r.register(
+            "udp_dropped_sources",
+            "UDP packets dropped unanswered because of their source (port 0, unspecified, \
+             broadcast or multicast address)",
+            self.udp_dropped_sources.clone(),
         );
     }
 }
