@@ -4,12 +4,11 @@
 //! per packet, no shared lock.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use atoll_core::dns::answer;
 use socket2::{Domain, Protocol, Socket, Type};
+use tokio_util::sync::CancellationToken;
 
 use crate::metrics::DnsMetrics;
 use crate::{Error, SharedZone};
@@ -49,14 +48,15 @@ pub fn answerable_source(peer: SocketAddr) -> bool {
     !(v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast())
 }
 
-/// Binds `workers` sockets on `address` and starts one thread for each. Returns the address
-/// actually bound (port 0 picks a free port, shared by all workers).
+/// Binds `workers` sockets on `address` and starts one thread for each; they stop within about
+/// 250 ms of `stop` being cancelled. Returns the address actually bound (port 0 picks a free
+/// port, shared by all workers).
 pub fn start(
     address: SocketAddr,
     workers: usize,
     zone: SharedZone,
     metrics: DnsMetrics,
-    stop: Arc<AtomicBool>,
+    stop: CancellationToken,
 ) -> Result<SocketAddr, Error> {
     let first = bind(address).map_err(|source| Error::Bind { address, source })?;
     let bound = first
@@ -82,11 +82,11 @@ pub fn start(
     Ok(bound)
 }
 
-fn serve(socket: &UdpSocket, zone: &SharedZone, metrics: &DnsMetrics, stop: &AtomicBool) {
+fn serve(socket: &UdpSocket, zone: &SharedZone, metrics: &DnsMetrics, stop: &CancellationToken) {
     let mut query = [0u8; MAX_QUERY];
     let mut response = Vec::with_capacity(4096);
     let mut handled: u64 = 0;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_cancelled() {
         let (len, peer) = match socket.recv_from(&mut query) {
             Ok(received) => received,
             Err(e)
