@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -60,7 +59,9 @@ pub struct Args {
 /// How long open TCP connections get to end after a stop signal.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
-/// Runs the DNS server until SIGINT or SIGTERM.
+/// Runs the DNS server until SIGINT or SIGTERM (then returns `Ok`), or until the zone source
+/// fails (then returns the error, so the process exits non-zero and is restarted rather than
+/// serving a zone that no longer follows the cluster).
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let zone_config = ZoneConfig {
         zone: args.zone.trim_end_matches('.').to_ascii_lowercase(),
@@ -81,10 +82,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let kube = client(args.kubeconfig.as_ref(), args.context.as_ref(), "cluster").await?;
     let metrics = DnsMetrics::default();
-    let ready = Arc::new(AtomicBool::new(false));
+    // Registered before /readyz is served, so it never reports ready before the first sync.
+    let readiness = atoll_dns::source::readiness();
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
-    let admin = super::admin::serve(args.admin_address, registry, ready.clone()).await?;
+    let admin =
+        super::admin::serve(args.admin_address, registry, Arc::new(readiness.clone())).await?;
     let zone = atoll_dns::initial_zone(&zone_config);
     let stop = CancellationToken::new();
     let mut tcp_servers = Vec::new();
@@ -115,16 +118,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tcp_servers.push(tcp);
     }
     tracing::info!(address = %admin, "admin server listening");
-    tokio::select! {
-        () = atoll_dns::source::run(kube, zone_config, zone, metrics, ready) => {}
-        () = super::agent::shutdown_signal() => tracing::info!("shutting down"),
-    }
+    let result = tokio::select! {
+        result = atoll_dns::source::run(kube, zone_config, zone, metrics, readiness) => {
+            match result {
+                Ok(()) => Err(anyhow::anyhow!("the zone source stopped")),
+                Err(error) => Err(error).context("watching the cluster for the zone"),
+            }
+        }
+        () = super::agent::shutdown_signal() => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+    };
     stop.cancel();
     let stopped = all_stopped(tcp_servers);
     if tokio::time::timeout(STOP_GRACE, stopped).await.is_err() {
         tracing::warn!("TCP connections still open after {STOP_GRACE:?}; leaving them");
     }
-    Ok(())
+    result
 }
 
 /// Resolves once every server of `servers` has stopped.
