@@ -1,10 +1,14 @@
 //! Any bytes as a DNS query: the answer function must not panic, and whatever it sends back
-//! must echo the query id and stay within the transport's size limit.
+//! must echo the query id, set QR and stay within the transport's size limit: over UDP, the
+//! requester's EDNS size (512 without EDNS, sizes under 512 count as 512) and never more than
+//! the zone's maximum UDP payload (1232 with the default configuration used here).
 #![no_main]
 
 use std::sync::OnceLock;
 
-use atoll_core::dns::{Zone, ZoneConfig, answer};
+use atoll_core::dns::{
+    DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, Zone, ZoneConfig, answer, parse_query,
+};
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 
@@ -37,13 +41,34 @@ fn zone() -> &'static Zone {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // What the requester accepts over UDP; a packet that does not parse gets a bare header.
+    let udp_limit = match parse_query(data) {
+        Ok(query) => usize::from(
+            query
+                .edns_payload
+                .unwrap_or(MIN_UDP_PAYLOAD)
+                .min(DEFAULT_MAX_UDP_PAYLOAD),
+        ),
+        Err(_) => 12,
+    };
     let mut out = Vec::new();
     for tcp in [false, true] {
         answer(zone(), data, tcp, &mut out);
         if !out.is_empty() {
             assert_eq!(&out[..2], &data[..2], "response id must echo the query id");
-            assert!(tcp || out.len() <= 4096, "UDP answer larger than any advertised size");
             assert!(out[2] & 0x80 != 0, "QR bit must be set");
+            if !tcp {
+                assert!(
+                    out.len() <= usize::from(DEFAULT_MAX_UDP_PAYLOAD),
+                    "UDP answer of {} bytes, over the server's maximum",
+                    out.len()
+                );
+                assert!(
+                    out.len() <= udp_limit,
+                    "UDP answer of {} bytes, over the requester's {udp_limit}",
+                    out.len()
+                );
+            }
         }
     }
 });

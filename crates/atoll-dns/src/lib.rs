@@ -1,5 +1,6 @@
-//! `atoll dns`: serves `clusterset.local` (mcs-spec.md §3) from this cluster's ServiceImports and
-//! MCS EndpointSlices only, so it works with any MCS implementation, not just Atoll's agent.
+//! `atoll dns`: serves `clusterset.local` (the zone of the MCS DNS specification) from this
+//! cluster's ServiceImports and MCS EndpointSlices only, so it works with any MCS
+//! implementation, not just Atoll's agent.
 //!
 //! Data flow: watches ([`source`]) rebuild an immutable [`atoll_core::dns::Zone`] after each
 //! batch of changes and swap it into an [`arc_swap::ArcSwap`]; UDP workers ([`udp`], one
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use atoll_core::dns::{Zone, ZoneConfig};
+pub use atoll_watch::Readiness;
 
 /// The current zone, swapped atomically when cluster objects change.
 pub type SharedZone = Arc<ArcSwap<Zone>>;

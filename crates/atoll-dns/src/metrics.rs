@@ -29,6 +29,50 @@ const RCODES: [(u8, &str); 7] = [
     (u8::MAX, "dropped"),
 ];
 
+/// Why a TCP connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpClose {
+    /// The client closed it.
+    Client,
+    /// No complete query within the idle timeout.
+    Idle,
+    /// Open for the longest time a connection may last.
+    Lifetime,
+    /// It had sent the most queries one connection may send.
+    QueryLimit,
+    /// The server is stopping.
+    Stop,
+    /// A message that cannot be answered (not a query), or a socket error.
+    Error,
+}
+
+impl TcpClose {
+    const ALL: [Self; 6] = [
+        Self::Client,
+        Self::Idle,
+        Self::Lifetime,
+        Self::QueryLimit,
+        Self::Stop,
+        Self::Error,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Client => "client",
+            Self::Idle => "idle",
+            Self::Lifetime => "lifetime",
+            Self::QueryLimit => "query_limit",
+            Self::Stop => "stop",
+            Self::Error => "error",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CloseLabels {
+    reason: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueryLabels {
     qtype: &'static str,
@@ -54,6 +98,14 @@ pub struct DnsMetrics {
     pub snapshot_bytes: Gauge,
     /// Snapshot rebuilds.
     pub rebuilds: Counter,
+    /// UDP packets dropped unanswered for their source address (see
+    /// [`crate::udp::answerable_source`]).
+    pub udp_dropped_sources: Counter,
+    /// TCP connections open now.
+    pub tcp_connections: Gauge,
+    /// TCP connections closed as soon as accepted because the most allowed were open.
+    pub tcp_rejected: Counter,
+    tcp_closed: Family<CloseLabels, Counter>,
 }
 
 impl Default for DnsMetrics {
@@ -92,6 +144,19 @@ impl Default for DnsMetrics {
             snapshot_names: Gauge::default(),
             snapshot_bytes: Gauge::default(),
             rebuilds: Counter::default(),
+            udp_dropped_sources: Counter::default(),
+            tcp_connections: Gauge::default(),
+            tcp_rejected: Counter::default(),
+            tcp_closed: {
+                let family: Family<CloseLabels, Counter> = Family::default();
+                // Every reason shows up, at 0, before the first connection ends.
+                for reason in TcpClose::ALL {
+                    drop(family.get_or_create(&CloseLabels {
+                        reason: reason.label(),
+                    }));
+                }
+                family
+            },
         }
     }
 }
@@ -112,6 +177,15 @@ impl DnsMetrics {
         if outcome.truncated {
             self.truncated.inc();
         }
+    }
+
+    /// The counter of TCP connections that ended for `reason`.
+    pub fn tcp_closed(&self, reason: TcpClose) -> Counter {
+        self.tcp_closed
+            .get_or_create(&CloseLabels {
+                reason: reason.label(),
+            })
+            .clone()
     }
 
     /// Registers every metric under the `atoll_dns` prefix.
@@ -152,5 +226,56 @@ impl DnsMetrics {
             "Zone snapshot rebuilds",
             self.rebuilds.clone(),
         );
+        r.register(
+            "udp_dropped_sources",
+            "UDP packets dropped unanswered because of their source (port 0, unspecified, \
+             broadcast or multicast address)",
+            self.udp_dropped_sources.clone(),
+        );
+        r.register(
+            "tcp_connections",
+            "TCP connections open",
+            self.tcp_connections.clone(),
+        );
+        r.register(
+            "tcp_rejected_connections",
+            "TCP connections closed at once because --tcp-max-connections were open",
+            self.tcp_rejected.clone(),
+        );
+        r.register(
+            "tcp_closed_connections",
+            "TCP connections ended, by reason",
+            self.tcp_closed.clone(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_metrics_are_exported_under_their_documented_names() {
+        let metrics = DnsMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.udp_dropped_sources.inc();
+        metrics.tcp_rejected.inc();
+        metrics.tcp_connections.set(3);
+        metrics.tcp_closed(TcpClose::QueryLimit).inc();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "atoll_dns_udp_dropped_sources_total 1",
+            "atoll_dns_tcp_rejected_connections_total 1",
+            "atoll_dns_tcp_connections 3",
+            "atoll_dns_tcp_closed_connections_total{reason=\"query_limit\"} 1",
+            "atoll_dns_tcp_closed_connections_total{reason=\"idle\"} 0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
     }
 }

@@ -1,80 +1,230 @@
 //! DNS over TCP (RFC 7766): two-byte length-prefixed messages, several per connection, the full
 //! answer however large. Used by clients after a truncated UDP answer.
+//!
+//! Connections cost the server memory and a task each, and TCP is where a client can hold them
+//! open cheaply, so every resource a connection takes is bounded ([`TcpLimits`]): how many are
+//! open at once, how long one may wait for a query and live in total, and how many queries it
+//! may send. An idle connection holds no message buffer.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use atoll_core::dns::answer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, timeout};
+use tokio_util::sync::CancellationToken;
 
-use crate::metrics::DnsMetrics;
+use crate::metrics::{DnsMetrics, TcpClose};
 use crate::{Error, SharedZone};
 
-/// Idle time after which a connection is closed.
-const IDLE: Duration = Duration::from_secs(10);
+/// Bounds on what TCP clients can make the server hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpLimits {
+    /// Connections served at once; any more are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// How long a connection may wait for its next query, or for the rest of one, or for the
+    /// client to take an answer.
+    pub idle_timeout: Duration,
+    /// How long a connection may stay open however busy it is, so that no client holds one of
+    /// the `max_connections` slots for good.
+    pub max_lifetime: Duration,
+    /// Queries answered on one connection before the server closes it.
+    pub max_queries: usize,
+}
 
-/// Binds `address` and serves connections in the background; returns the bound address.
+impl Default for TcpLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1000,
+            idle_timeout: Duration::from_secs(10),
+            max_lifetime: Duration::from_secs(60),
+            max_queries: 1000,
+        }
+    }
+}
+
+/// A TCP server started by [`start`].
+#[derive(Debug)]
+pub struct TcpServer {
+    address: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl TcpServer {
+    /// The address actually bound (port 0 picks a free port).
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Resolves once the listener is closed and every connection has ended, which happens soon
+    /// after the `stop` token given to [`start`] is cancelled.
+    pub async fn stopped(self) {
+        if let Err(error) = self.task.await {
+            tracing::warn!(%error, "tcp listener task failed");
+        }
+    }
+}
+
+/// Binds `address` and serves connections in the background within `limits` until `stop` is
+/// cancelled.
 pub async fn start(
     address: SocketAddr,
     zone: SharedZone,
     metrics: DnsMetrics,
-) -> Result<SocketAddr, Error> {
+    limits: TcpLimits,
+    stop: CancellationToken,
+) -> Result<TcpServer, Error> {
     let listener = TcpListener::bind(address)
         .await
         .map_err(|source| Error::Bind { address, source })?;
     let bound = listener
         .local_addr()
         .map_err(|source| Error::Bind { address, source })?;
-    tokio::spawn(async move {
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    let (zone, metrics) = (zone.clone(), metrics.clone());
-                    tokio::spawn(async move {
-                        if let Err(error) = connection(stream, &zone, &metrics).await {
-                            tracing::debug!(%error, "tcp connection ended with an error");
-                        }
-                    });
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "tcp accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    });
-    Ok(bound)
+    let task = tokio::spawn(listen(listener, zone, metrics, limits, stop));
+    Ok(TcpServer {
+        address: bound,
+        task,
+    })
 }
 
+async fn listen(
+    listener: TcpListener,
+    zone: SharedZone,
+    metrics: DnsMetrics,
+    limits: TcpLimits,
+    stop: CancellationToken,
+) {
+    // One permit per connection slot; a connection task holds its permit until it ends, so all
+    // permits being back means every connection has ended.
+    let slots =
+        u32::try_from(limits.max_connections.min(Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
+    let permits = Arc::new(Semaphore::new(slots as usize));
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Typically out of file descriptors: wait a little rather than spin.
+                tracing::warn!(%error, "tcp accept failed");
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(Duration::from_millis(100)) => continue,
+                }
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            // Over the limit: dropping the stream closes it now; the client may retry later.
+            metrics.tcp_rejected.inc();
+            drop(stream);
+            continue;
+        };
+        let (zone, metrics, stop) = (zone.clone(), metrics.clone(), stop.clone());
+        tokio::spawn(async move {
+            metrics.tcp_connections.inc();
+            let reason = connection(stream, &zone, &metrics, &limits, &stop).await;
+            metrics.tcp_connections.dec();
+            metrics.tcp_closed(reason).inc();
+            drop(permit);
+        });
+    }
+    drop(listener);
+    if permits.acquire_many(slots).await.is_err() {
+        tracing::warn!("tcp connection slots closed while stopping");
+    }
+}
+
+/// Serves one connection until a limit, the client or `stop` ends it; says which.
 async fn connection(
+    stream: TcpStream,
+    zone: &SharedZone,
+    metrics: &DnsMetrics,
+    limits: &TcpLimits,
+    stop: &CancellationToken,
+) -> TcpClose {
+    let deadline = Instant::now() + limits.max_lifetime;
+    // Whichever ends first drops the others, and with them the stream, which closes it.
+    tokio::select! {
+        () = stop.cancelled() => TcpClose::Stop,
+        () = tokio::time::sleep_until(deadline) => TcpClose::Lifetime,
+        reason = exchange(stream, zone, metrics, limits) => reason,
+    }
+}
+
+/// Reads queries and writes answers, one at a time, up to `limits.max_queries`.
+async fn exchange(
     mut stream: TcpStream,
     zone: &SharedZone,
     metrics: &DnsMetrics,
-) -> std::io::Result<()> {
-    let mut query = vec![0u8; usize::from(u16::MAX)];
-    let mut response = Vec::with_capacity(4096);
-    loop {
-        let mut len = [0u8; 2];
-        match tokio::time::timeout(IDLE, stream.read_exact(&mut len)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Ok(()),
-        }
-        let len = usize::from(u16::from_be_bytes(len));
-        tokio::time::timeout(IDLE, stream.read_exact(&mut query[..len]))
-            .await
-            .map_err(|_| std::io::ErrorKind::TimedOut)??;
-        let outcome = answer(&zone.load(), &query[..len], true, &mut response);
-        metrics.count(true, &outcome);
-        if response.is_empty() {
-            return Ok(());
-        }
-        let prefix = u16::try_from(response.len())
-            .unwrap_or(u16::MAX)
-            .to_be_bytes();
-        stream.write_all(&prefix).await?;
-        stream.write_all(&response).await?;
+    limits: &TcpLimits,
+) -> TcpClose {
+    // Each answer goes out in one write; with Nagle's algorithm a second small write would
+    // wait for the client's delayed acknowledgement.
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "tcp set_nodelay failed");
     }
+    let idle = limits.idle_timeout;
+    for _ in 0..limits.max_queries {
+        let mut prefix = [0u8; 2];
+        match timeout(idle, stream.read_exact(&mut prefix)).await {
+            Err(_) => return TcpClose::Idle,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return TcpClose::Client;
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "tcp read failed");
+                return TcpClose::Error;
+            }
+            Ok(Ok(_)) => {}
+        }
+        // Allocated at the message's length and only for this message, so an idle connection
+        // holds no buffer.
+        let mut query = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
+        match timeout(idle, stream.read_exact(&mut query)).await {
+            Err(_) => return TcpClose::Idle,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return TcpClose::Client;
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "tcp read failed");
+                return TcpClose::Error;
+            }
+            Ok(Ok(_)) => {}
+        }
+        let mut response = Vec::new();
+        let outcome = answer(&zone.load(), &query, true, &mut response);
+        metrics.count(true, &outcome);
+        drop(query);
+        if response.is_empty() {
+            // Not a query (a response, or shorter than a header): nothing sensible follows.
+            return TcpClose::Error;
+        }
+        let mut framed = Vec::with_capacity(2 + response.len());
+        framed.extend_from_slice(
+            &u16::try_from(response.len())
+                .unwrap_or(u16::MAX)
+                .to_be_bytes(),
+        );
+        framed.extend_from_slice(&response);
+        drop(response);
+        match timeout(idle, stream.write_all(&framed)).await {
+            Err(_) => return TcpClose::Idle,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "tcp write failed");
+                return TcpClose::Error;
+            }
+            Ok(Ok(())) => {}
+        }
+    }
+    // Send the last answer and a FIN before closing, so the client reads everything.
+    if let Ok(Err(error)) = timeout(idle, stream.shutdown()).await {
+        tracing::debug!(%error, "tcp shutdown failed");
+    }
+    TcpClose::QueryLimit
 }

@@ -3,13 +3,12 @@
 //! snapshot without locking, answers into a reused buffer and sends. No allocation, no task
 //! per packet, no shared lock.
 
-use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use atoll_core::dns::answer;
 use socket2::{Domain, Protocol, Socket, Type};
+use tokio_util::sync::CancellationToken;
 
 use crate::metrics::DnsMetrics;
 use crate::{Error, SharedZone};
@@ -31,14 +30,33 @@ fn bind(address: SocketAddr) -> std::io::Result<UdpSocket> {
     Ok(socket.into())
 }
 
-/// Binds `workers` sockets on `address` and starts one thread for each. Returns the address
-/// actually bound (port 0 picks a free port, shared by all workers).
+/// Whether a datagram from `peer` may be answered at all. No real client sends from port 0, from
+/// an unspecified address (`0.0.0.0`, `::`) or from a broadcast or multicast address (RFC 1122
+/// §3.2.1.3 and RFC 4291 §2.7 forbid them as sources), IPv4-mapped IPv6 forms included: such a
+/// source is forged, and answering would send traffic to a third party or to a whole network.
+pub fn answerable_source(peer: SocketAddr) -> bool {
+    if peer.port() == 0 {
+        return false;
+    }
+    let v4 = match peer.ip() {
+        IpAddr::V4(v4) => v4,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4,
+            None => return !(v6.is_unspecified() || v6.is_multicast()),
+        },
+    };
+    !(v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast())
+}
+
+/// Binds `workers` sockets on `address` and starts one thread for each; they stop within about
+/// 250 ms of `stop` being cancelled. Returns the address actually bound (port 0 picks a free
+/// port, shared by all workers).
 pub fn start(
     address: SocketAddr,
     workers: usize,
     zone: SharedZone,
     metrics: DnsMetrics,
-    stop: Arc<AtomicBool>,
+    stop: CancellationToken,
 ) -> Result<SocketAddr, Error> {
     let first = bind(address).map_err(|source| Error::Bind { address, source })?;
     let bound = first
@@ -64,11 +82,11 @@ pub fn start(
     Ok(bound)
 }
 
-fn serve(socket: &UdpSocket, zone: &SharedZone, metrics: &DnsMetrics, stop: &AtomicBool) {
+fn serve(socket: &UdpSocket, zone: &SharedZone, metrics: &DnsMetrics, stop: &CancellationToken) {
     let mut query = [0u8; MAX_QUERY];
     let mut response = Vec::with_capacity(4096);
     let mut handled: u64 = 0;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_cancelled() {
         let (len, peer) = match socket.recv_from(&mut query) {
             Ok(received) => received,
             Err(e)
@@ -86,6 +104,10 @@ fn serve(socket: &UdpSocket, zone: &SharedZone, metrics: &DnsMetrics, stop: &Ato
                 continue;
             }
         };
+        if !answerable_source(peer) {
+            metrics.udp_dropped_sources.inc();
+            continue;
+        }
         handled += 1;
         let sample = handled.is_multiple_of(64);
         let started = sample.then(Instant::now);
@@ -100,5 +122,46 @@ fn serve(socket: &UdpSocket, zone: &SharedZone, metrics: &DnsMetrics, stop: &Ato
             metrics.latency.observe(started.elapsed().as_secs_f64());
         }
         metrics.count(false, &outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answerable_source;
+
+    fn ok(peer: &str) -> bool {
+        answerable_source(peer.parse().unwrap_or_else(|e| panic!("{peer}: {e}")))
+    }
+
+    #[test]
+    fn ordinary_sources_are_answered() {
+        for peer in [
+            "127.0.0.1:53000",
+            "10.0.0.7:1",
+            "192.168.1.255:4000", // may be a host address in a wider subnet
+            "[::1]:53000",
+            "[fd00::7]:65535",
+            "[::ffff:10.0.0.7]:53000",
+        ] {
+            assert!(ok(peer), "{peer} should be answered");
+        }
+    }
+
+    #[test]
+    fn forged_sources_are_never_answered() {
+        for peer in [
+            "127.0.0.1:0",
+            "[::1]:0",
+            "0.0.0.0:53000",
+            "[::]:53000",
+            "255.255.255.255:53000",
+            "[::ffff:0.0.0.0]:53000",
+            "[::ffff:255.255.255.255]:53000",
+            "224.0.0.251:5353",
+            "[ff02::fb]:5353",
+            "[::ffff:239.1.1.1]:53000",
+        ] {
+            assert!(!ok(peer), "{peer} must not be answered");
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! Watch streams feed in-memory stores and only wake a reconciler; they never call the API
-//! themselves (the linkerd policy-controller shape, ARCHITECTURE.md §2).
+//! themselves (the linkerd policy-controller shape): a reconciler reads the stores, so a burst
+//! of events costs one pass, not one API call each.
 
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -59,4 +60,53 @@ pub fn keep_identity_and_labels<K: Resource>(object: &mut K) {
         labels: meta.labels.take(),
         ..Default::default()
     };
+}
+
+/// What a process still waits for before it can do its job, by name: typically the first list
+/// of each of its watches. Shared (cheap to clone) between the code that gets each thing done
+/// and the `/readyz` endpoint that reports what is missing, so an operator sees which watch
+/// cannot list (an unreachable apiserver, a missing permission) instead of a bare "not ready".
+#[derive(Debug, Clone, Default)]
+pub struct Readiness {
+    waiting: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl Readiness {
+    /// Waiting for each of `names` (created before anything can report ready, so there is no
+    /// moment when nothing is registered yet and the process looks ready).
+    pub fn waiting_for(names: impl IntoIterator<Item = &'static str>) -> Self {
+        let readiness = Self::default();
+        for name in names {
+            readiness.wait_for(name);
+        }
+        readiness
+    }
+
+    /// Adds `name` to what is awaited (no-op if it already is).
+    pub fn wait_for(&self, name: &'static str) {
+        let mut waiting = self.lock();
+        if !waiting.contains(&name) {
+            waiting.push(name);
+        }
+    }
+
+    /// `name` is done.
+    pub fn done(&self, name: &str) {
+        self.lock().retain(|w| *w != name);
+    }
+
+    /// What is still awaited, in the order it was registered.
+    pub fn waiting(&self) -> Vec<&'static str> {
+        self.lock().clone()
+    }
+
+    /// Whether nothing is awaited any more.
+    pub fn is_ready(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<&'static str>> {
+        // The list stays consistent even if a holder panicked: every update is one call.
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }

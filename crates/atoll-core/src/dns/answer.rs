@@ -1,10 +1,8 @@
 //! Answering one query from a [`Zone`].
 
 use super::wire::{self, ParseError, Query, parse_query, push_header, push_opt, rcode};
-use super::zone::{Missing, RrSet, Zone};
+use super::zone::{MIN_UDP_PAYLOAD, Missing, RrSet, Zone};
 
-/// The UDP payload size Atoll advertises in its own OPT record (the DNS flag day value).
-pub const ADVERTISED_PAYLOAD: u16 = 1232;
 /// Extended DNS Error info codes (RFC 8914).
 const EDE_OTHER: u16 = 0;
 const EDE_NOT_READY: u16 = 14;
@@ -20,9 +18,11 @@ pub struct Outcome {
     pub truncated: bool,
 }
 
-/// Writes into `out` the response to `packet`. `max_len` is the transport's limit: `None` for
-/// TCP (65535), otherwise UDP, where the requester's EDNS size (or 512) applies. `out` is left
-/// empty when the packet must be dropped.
+/// Writes into `out` the response to `packet`, received over TCP when `tcp` is true, otherwise
+/// over UDP. A UDP response is at most the requester's EDNS size (512 without EDNS) and at most
+/// the zone's [`max_udp_payload`](super::ZoneConfig::max_udp_payload); a larger one is cut to
+/// header, question and OPT with TC set, so the client retries over TCP, where the whole answer
+/// is sent. `out` is left empty when the packet must be dropped.
 pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outcome {
     out.clear();
     let query = match parse_query(packet) {
@@ -46,7 +46,12 @@ pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outco
     let limit = if tcp {
         usize::from(u16::MAX)
     } else {
-        usize::from(query.edns_payload.unwrap_or(512))
+        usize::from(
+            query
+                .edns_payload
+                .unwrap_or(MIN_UDP_PAYLOAD)
+                .min(zone.max_udp_payload),
+        )
     };
     let qtype = Some(query.qtype);
     let (code, set, authority, ede) = classify(zone, &query);
@@ -75,12 +80,12 @@ pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outco
     out.extend_from_slice(soa);
     out.extend_from_slice(&set.additional);
     if query.edns_payload.is_some() {
-        push_opt(out, ADVERTISED_PAYLOAD, ede);
+        push_opt(out, zone.max_udp_payload, ede);
     }
     let mut truncated = false;
     if out.len() > limit {
         // Too big for this transport: header and question only, TC set; the client retries
-        // over TCP and gets everything.
+        // over TCP and gets everything. This always fits: 12 + at most 259 + 11 < 512.
         out.clear();
         push_header(
             out,
@@ -93,7 +98,7 @@ pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outco
         );
         out.extend_from_slice(query.question);
         if query.edns_payload.is_some() {
-            push_opt(out, ADVERTISED_PAYLOAD, None);
+            push_opt(out, zone.max_udp_payload, None);
         }
         truncated = true;
     }

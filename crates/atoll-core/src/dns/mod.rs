@@ -1,4 +1,4 @@
-//! The `clusterset.local` zone (mcs-spec.md §3): built from ServiceImports and MCS
+//! The `clusterset.local` zone of the MCS DNS specification: built from ServiceImports and MCS
 //! EndpointSlices into an immutable [`Zone`] whose record sets are pre-encoded, then queried by
 //! [`answer`], which only parses, looks up and copies bytes.
 
@@ -8,7 +8,7 @@ mod zone;
 
 pub use answer::{Outcome, answer};
 pub use wire::{MAX_NAME, ParseError, Query, encode_name, parse_query, rcode, rtype};
-pub use zone::{Missing, Zone, ZoneConfig};
+pub use zone::{DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, Missing, Zone, ZoneConfig};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
-//! The record table of mcs-spec.md §3, checked by decoding our responses with hickory-proto (an
-//! independent implementation of the wire format).
+//! The record table of the MCS DNS specification, checked by decoding our responses with
+//! hickory-proto (an independent implementation of the wire format).
 
 use std::net::IpAddr;
 
@@ -402,49 +402,87 @@ fn outside_the_zone_is_refused_and_unsynced_is_servfail() {
     );
 }
 
+/// A zone with a headless service of `endpoints` ready IPv4 endpoints, named `<name>`.
+fn headless_zone(config: &ZoneConfig, services: &[(&str, usize)]) -> Zone {
+    let imports: Vec<ServiceImport> = services
+        .iter()
+        .map(|(name, _)| {
+            mk_import(
+                "demo",
+                name,
+                ServiceImportType::Headless,
+                &[],
+                &[("tcp", "TCP", 42)],
+            )
+        })
+        .collect();
+    let slices: Vec<EndpointSlice> = services
+        .iter()
+        .enumerate()
+        .map(|(s, (name, endpoints))| {
+            let addresses: Vec<String> = (0..*endpoints)
+                .map(|i| format!("10.{}.{}.{}", 200 + s, i / 200, i % 200 + 1))
+                .collect();
+            let refs: Vec<(&str, Option<&str>, bool)> =
+                addresses.iter().map(|a| (a.as_str(), None, true)).collect();
+            mk_slice("demo", name, "c1", "IPv4", &refs)
+        })
+        .collect();
+    let import_refs: Vec<&ServiceImport> = imports.iter().collect();
+    let slice_refs: Vec<&EndpointSlice> = slices.iter().collect();
+    Zone::build(config, &import_refs, &slice_refs)
+}
+
 #[test]
 fn large_answers_truncate_over_udp_but_not_tcp() {
-    let endpoints: Vec<(String, Option<&str>, bool)> = (0..100)
-        .map(|i| (format!("10.201.{}.{}", i / 200, i % 200 + 1), None, true))
-        .collect();
-    let refs: Vec<(&str, Option<&str>, bool)> = endpoints
-        .iter()
-        .map(|(a, h, r)| (a.as_str(), *h, *r))
-        .collect();
-    let big = mk_import(
-        "demo",
-        "big",
-        ServiceImportType::Headless,
-        &[],
-        &[("tcp", "TCP", 42)],
-    );
-    let slice = mk_slice("demo", "big", "c1", "IPv4", &refs);
-    let z = Zone::build(&ZoneConfig::default(), &[&big], &[&slice]);
-    let (udp, raw) = ask_with(
-        &z,
-        "big.demo.svc.clusterset.local.",
-        RecordType::A,
-        None,
-        false,
-    );
+    // 100 A records: about 1.7 KB, over 512 and over the default maximum of 1232.
+    let z = headless_zone(&ZoneConfig::default(), &[("big", 100)]);
+    let name = "big.demo.svc.clusterset.local.";
+    let (udp, raw) = ask_with(&z, name, RecordType::A, None, false);
     assert!(udp.metadata.truncation && udp.answers.is_empty() && raw.len() <= 512);
-    let (edns, _) = ask_with(
+    // A requester claiming 4096 bytes still gets at most the server's 1232: TC, and the OPT
+    // record says 1232.
+    let (capped, raw) = ask_with(&z, name, RecordType::A, Some(4096), false);
+    assert!(capped.metadata.truncation && capped.answers.is_empty());
+    assert!(raw.len() <= 1232, "{} bytes", raw.len());
+    assert_eq!(capped.edns.as_ref().map(Edns::max_payload), Some(1232));
+    let (tcp, _) = ask_with(&z, name, RecordType::A, None, true);
+    assert_eq!(tcp.answers.len(), 100);
+    assert!(!tcp.metadata.truncation);
+    // A server configured for 4096 answers in full to a requester that accepts it.
+    let roomy = ZoneConfig {
+        max_udp_payload: 4096,
+        ..ZoneConfig::default()
+    };
+    let z = headless_zone(&roomy, &[("big", 100)]);
+    let (edns, raw) = ask_with(&z, name, RecordType::A, Some(4096), false);
+    assert!(!edns.metadata.truncation);
+    assert_eq!(edns.answers.len(), 100);
+    assert!(raw.len() > 1232 && raw.len() <= 4096, "{} bytes", raw.len());
+    assert_eq!(edns.edns.as_ref().map(Edns::max_payload), Some(4096));
+    // ...but not more than the requester accepts.
+    let (small, raw) = ask_with(&z, name, RecordType::A, Some(1400), false);
+    assert!(small.metadata.truncation && raw.len() <= 1400);
+}
+
+#[test]
+fn max_udp_payload_below_512_counts_as_512() {
+    let tiny = ZoneConfig {
+        max_udp_payload: 100,
+        ..ZoneConfig::default()
+    };
+    // 20 A records: about 370 bytes, which fit in 512.
+    let z = headless_zone(&tiny, &[("mid", 20)]);
+    let (m, _) = ask_with(
         &z,
-        "big.demo.svc.clusterset.local.",
+        "mid.demo.svc.clusterset.local.",
         RecordType::A,
         Some(4096),
         false,
     );
-    assert!(!edns.metadata.truncation);
-    assert_eq!(edns.answers.len(), 100);
-    let (tcp, _) = ask_with(
-        &z,
-        "big.demo.svc.clusterset.local.",
-        RecordType::A,
-        None,
-        true,
-    );
-    assert_eq!(tcp.answers.len(), 100);
+    assert!(!m.metadata.truncation);
+    assert_eq!(m.answers.len(), 20);
+    assert_eq!(m.edns.as_ref().map(Edns::max_payload), Some(512));
 }
 
 #[test]
@@ -465,15 +503,110 @@ fn malformed_packets_get_formerr_or_nothing() {
     assert_eq!(answer(&z, &response, false, &mut out).rcode, None);
 }
 
+/// Checks what every non-empty response to `packet` must be: at least a header that echoes the
+/// id, has QR set and a response code Atoll sends; a header-only reply (the query could not be
+/// parsed) has no records and says FORMERR or, for an opcode other than QUERY, NOTIMP; any other
+/// reply echoes the question as sent and decodes.
+fn check_reply(packet: &[u8], out: &[u8]) -> Result<(), TestCaseError> {
+    prop_assert!(out.len() >= 12, "reply shorter than a header: {out:?}");
+    prop_assert_eq!(&out[..2], &packet[..2], "id not echoed");
+    prop_assert!(out[2] & 0x80 != 0, "QR not set");
+    prop_assert_eq!(out[2] & 0x78, 0, "opcode of a reply is QUERY");
+    let code = out[3] & 0x0f;
+    prop_assert!(
+        [
+            rcode::NOERROR,
+            rcode::FORMERR,
+            rcode::SERVFAIL,
+            rcode::NXDOMAIN,
+            rcode::NOTIMP,
+            rcode::REFUSED
+        ]
+        .contains(&code),
+        "rcode {code}"
+    );
+    let parsed = Message::from_vec(out);
+    prop_assert!(parsed.is_ok(), "unparseable response {out:?} to {packet:?}");
+    if out.len() == 12 {
+        prop_assert_eq!(
+            &out[4..],
+            &[0u8; 8],
+            "a header-only reply carries no records"
+        );
+        prop_assert_eq!(out[2] & 0x02, 0, "a header-only reply is not truncated");
+        let opcode = (packet[2] >> 3) & 0x0f;
+        let expected = if opcode == 0 {
+            rcode::FORMERR
+        } else {
+            rcode::NOTIMP
+        };
+        prop_assert_eq!(code, expected, "opcode {}", opcode);
+    } else {
+        prop_assert_eq!(&out[4..6], &[0u8, 1], "one question");
+        let question_len = parse_query(packet).map(|q| q.question.len());
+        prop_assert!(question_len.is_ok(), "a full reply to an unparseable query");
+        let question_len = question_len.unwrap_or(0);
+        prop_assert_eq!(&out[12..12 + question_len], &packet[12..12 + question_len]);
+    }
+    Ok(())
+}
+
+/// A query for `name` (type `qtype`) whose OPT record, when `claimed` is given, claims exactly
+/// that UDP payload size (even under 512, which hickory's encoder would not write).
+fn query_claiming(name: &str, qtype: RecordType, claimed: Option<u16>) -> Vec<u8> {
+    let mut query = Message::query();
+    query.metadata.id = 99;
+    query.add_query(HQuery::query(Name::from_ascii(name).unwrap(), qtype));
+    let mut packet = query.to_vec().unwrap();
+    if let Some(size) = claimed {
+        packet[10..12].copy_from_slice(&1u16.to_be_bytes());
+        packet.extend_from_slice(&[0, 0, 41]);
+        packet.extend_from_slice(&size.to_be_bytes());
+        packet.extend_from_slice(&[0; 6]);
+    }
+    packet
+}
+
+/// Names of [`headless_zone`] with `big` (300 endpoints: kilobytes of A and SRV records) and
+/// `mid` (40: about 700 bytes of A records), plus small, negative and refused answers.
+const SIZED_QUESTIONS: [(&str, RecordType); 8] = [
+    ("big.demo.svc.clusterset.local.", RecordType::A),
+    ("big.demo.svc.clusterset.local.", RecordType::SRV),
+    ("_tcp._tcp.big.demo.svc.clusterset.local.", RecordType::SRV),
+    ("mid.demo.svc.clusterset.local.", RecordType::A),
+    ("mid.demo.svc.clusterset.local.", RecordType::AAAA),
+    ("nope.demo.svc.clusterset.local.", RecordType::A),
+    ("clusterset.local.", RecordType::SOA),
+    ("example.com.", RecordType::A),
+];
+
 proptest! {
     #[test]
     fn no_input_panics_and_every_answer_parses(packet in proptest::collection::vec(any::<u8>(), 0..300)) {
         let z = zone();
         let mut out = Vec::new();
-        answer(&z, &packet, false, &mut out);
-        if !out.is_empty() && out.len() > 12 {
-            prop_assert!(Message::from_vec(&out).is_ok(), "unparseable response to {packet:?}");
+        let outcome = answer(&z, &packet, false, &mut out);
+        if out.is_empty() {
+            // Dropped: only something without a whole header, or a response (answering it could
+            // start a loop between two servers).
+            prop_assert!(packet.len() < 12 || packet[2] & 0x80 != 0, "{packet:?} dropped");
+            prop_assert_eq!(outcome.rcode, None);
+        } else {
+            check_reply(&packet, &out)?;
+            prop_assert_eq!(outcome.rcode, Some(out[3] & 0x0f));
         }
+    }
+
+    #[test]
+    fn headers_alone_get_a_header_only_reply(header in proptest::collection::vec(any::<u8>(), 12..=12)) {
+        // Whatever the flags and counts, a query that is just a header (no question to parse)
+        // is answered with a header, not ignored.
+        let mut packet = header;
+        packet[2] &= 0x7f;
+        let mut out = Vec::new();
+        answer(&zone(), &packet, false, &mut out);
+        prop_assert_eq!(out.len(), 12, "{:?}", out);
+        check_reply(&packet, &out)?;
     }
 
     #[test]
@@ -483,6 +616,41 @@ proptest! {
         let mut packet = query.to_vec().unwrap();
         if flip < packet.len() { packet[flip] = byte; }
         let mut out = Vec::new();
-        answer(&zone(), &packet, false, &mut out);
+        for tcp in [false, true] {
+            answer(&zone(), &packet, tcp, &mut out);
+            if !out.is_empty() {
+                check_reply(&packet, &out)?;
+            }
+        }
+    }
+
+    #[test]
+    fn udp_answers_fit_the_requesters_size_and_the_servers_maximum(
+        which in 0..SIZED_QUESTIONS.len(),
+        claimed in proptest::option::of(any::<u16>()),
+        max in prop_oneof![Just(512u16), Just(1232), Just(4096), Just(u16::MAX), any::<u16>()],
+    ) {
+        let config = ZoneConfig { max_udp_payload: max, ..ZoneConfig::default() };
+        let z = headless_zone(&config, &[("big", 300), ("mid", 40)]);
+        let (name, qtype) = SIZED_QUESTIONS[which];
+        let packet = query_claiming(name, qtype, claimed);
+        let (mut udp, mut tcp) = (Vec::new(), Vec::new());
+        let outcome = answer(&z, &packet, false, &mut udp);
+        answer(&z, &packet, true, &mut tcp);
+        // RFC 6891 §6.2.3: sizes under 512 count as 512, for the requester and the server alike.
+        let server_max = max.max(512);
+        let limit = usize::from(claimed.map_or(512, |c| c.max(512)).min(server_max));
+        prop_assert!(udp.len() <= limit, "{} bytes over UDP, limit {limit}", udp.len());
+        let m = Message::from_vec(&udp);
+        prop_assert!(m.is_ok());
+        let m = m.unwrap();
+        if tcp.len() <= limit {
+            prop_assert_eq!(&udp, &tcp, "an answer that fits is sent whole");
+            prop_assert!(!outcome.truncated && !m.metadata.truncation);
+        } else {
+            prop_assert!(outcome.truncated && m.metadata.truncation);
+            prop_assert!(m.answers.is_empty() && m.additionals.is_empty());
+        }
+        prop_assert_eq!(m.edns.as_ref().map(Edns::max_payload), claimed.map(|_| server_max));
     }
 }

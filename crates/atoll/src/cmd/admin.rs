@@ -1,5 +1,6 @@
 //! The admin HTTP server every long-running subcommand starts: `/metrics` (OpenMetrics text),
-//! `/healthz` (the process runs) and `/readyz` (it has done its first full sync).
+//! `/healthz` (the process runs) and `/readyz` (it has done its first full sync; while not, the
+//! body says what it waits for when the process tracks that).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,17 +14,38 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 
+/// What `/readyz` reports.
+pub trait ReadyCheck: Send + Sync + 'static {
+    /// `None` when ready, otherwise what the process still waits for.
+    fn not_ready(&self) -> Option<String>;
+}
+
+/// A flag set after the first full sync.
+impl ReadyCheck for AtomicBool {
+    fn not_ready(&self) -> Option<String> {
+        (!self.load(Ordering::Relaxed)).then(|| "waiting for the first full sync".to_owned())
+    }
+}
+
+/// Named things still awaited, e.g. watches that have not listed yet.
+impl ReadyCheck for atoll_watch::Readiness {
+    fn not_ready(&self) -> Option<String> {
+        let waiting = self.waiting();
+        (!waiting.is_empty()).then(|| format!("waiting for {}", waiting.join(", ")))
+    }
+}
+
 #[derive(Clone)]
 struct Admin {
     registry: Arc<Registry>,
-    ready: Arc<AtomicBool>,
+    ready: Arc<dyn ReadyCheck>,
 }
 
 /// Binds `address` and serves in the background; returns the bound address (useful with port 0).
-pub async fn serve(
+pub async fn serve<R: ReadyCheck>(
     address: SocketAddr,
     registry: Registry,
-    ready: Arc<AtomicBool>,
+    ready: Arc<R>,
 ) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
@@ -66,12 +88,11 @@ async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
 }
 
 async fn readyz(State(admin): State<Admin>) -> impl IntoResponse {
-    if admin.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (
+    match admin.ready.not_ready() {
+        None => (StatusCode::OK, "ready\n".to_owned()),
+        Some(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: waiting for the first full sync\n",
-        )
+            format!("not ready: {why}\n"),
+        ),
     }
 }

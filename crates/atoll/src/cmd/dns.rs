@@ -3,11 +3,13 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::Context;
-use atoll_core::dns::ZoneConfig;
+use atoll_core::dns::{DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, ZoneConfig};
 use atoll_dns::metrics::DnsMetrics;
+use atoll_dns::tcp::TcpLimits;
+use tokio_util::sync::CancellationToken;
 
 use super::kubeconfig::client;
 
@@ -35,14 +37,43 @@ pub struct Args {
     /// Address of the admin HTTP server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "127.0.0.1:9480")]
     pub admin_address: SocketAddr,
+    /// Largest UDP answer, in bytes, whatever size a requester's EDNS claims; larger answers
+    /// are truncated (TC) and retried over TCP.
+    #[arg(long, default_value_t = DEFAULT_MAX_UDP_PAYLOAD,
+          value_parser = clap::value_parser!(u16).range(i64::from(MIN_UDP_PAYLOAD)..))]
+    pub max_udp_payload: u16,
+    /// TCP connections served at once (per listen address); more are closed at once.
+    #[arg(long, default_value_t = TcpLimits::default().max_connections)]
+    pub tcp_max_connections: usize,
+    /// Seconds a TCP connection may wait for its next query before it is closed.
+    #[arg(long, default_value_t = TcpLimits::default().idle_timeout.as_secs())]
+    pub tcp_idle_timeout: u64,
+    /// Seconds a TCP connection may stay open in total, however busy.
+    #[arg(long, default_value_t = TcpLimits::default().max_lifetime.as_secs())]
+    pub tcp_max_lifetime: u64,
+    /// Queries answered on one TCP connection before it is closed.
+    #[arg(long, default_value_t = TcpLimits::default().max_queries)]
+    pub tcp_max_queries: usize,
 }
 
-/// Runs the DNS server until SIGINT or SIGTERM.
+/// How long open TCP connections get to end after a stop signal.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs the DNS server until SIGINT or SIGTERM (then returns `Ok`), or until the zone source
+/// fails (then returns the error, so the process exits non-zero and is restarted rather than
+/// serving a zone that no longer follows the cluster).
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let zone_config = ZoneConfig {
         zone: args.zone.trim_end_matches('.').to_ascii_lowercase(),
         ttl: args.ttl,
+        max_udp_payload: args.max_udp_payload,
         ..ZoneConfig::default()
+    };
+    let tcp_limits = TcpLimits {
+        max_connections: args.tcp_max_connections,
+        idle_timeout: Duration::from_secs(args.tcp_idle_timeout),
+        max_lifetime: Duration::from_secs(args.tcp_max_lifetime),
+        max_queries: args.tcp_max_queries,
     };
     anyhow::ensure!(
         atoll_core::dns::encode_name(&zone_config.zone).is_some(),
@@ -51,12 +82,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let kube = client(args.kubeconfig.as_ref(), args.context.as_ref(), "cluster").await?;
     let metrics = DnsMetrics::default();
-    let ready = Arc::new(AtomicBool::new(false));
+    // Registered before /readyz is served, so it never reports ready before the first sync.
+    let readiness = atoll_dns::source::readiness();
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
-    let admin = super::admin::serve(args.admin_address, registry, ready.clone()).await?;
+    let admin =
+        super::admin::serve(args.admin_address, registry, Arc::new(readiness.clone())).await?;
     let zone = atoll_dns::initial_zone(&zone_config);
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = CancellationToken::new();
+    let mut tcp_servers = Vec::new();
     let workers = args.udp_workers.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -71,16 +105,42 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             stop.clone(),
         )
         .with_context(|| format!("starting UDP on {address}"))?;
-        let tcp = atoll_dns::tcp::start(*address, zone.clone(), metrics.clone())
-            .await
-            .with_context(|| format!("starting TCP on {address}"))?;
-        tracing::info!(%udp, %tcp, workers, zone = %zone_config.zone, "serving DNS");
+        let tcp = atoll_dns::tcp::start(
+            *address,
+            zone.clone(),
+            metrics.clone(),
+            tcp_limits,
+            stop.clone(),
+        )
+        .await
+        .with_context(|| format!("starting TCP on {address}"))?;
+        tracing::info!(%udp, tcp = %tcp.address(), workers, zone = %zone_config.zone, "serving DNS");
+        tcp_servers.push(tcp);
     }
     tracing::info!(address = %admin, "admin server listening");
-    tokio::select! {
-        () = atoll_dns::source::run(kube, zone_config, zone, metrics, ready) => {}
-        () = super::agent::shutdown_signal() => tracing::info!("shutting down"),
+    let result = tokio::select! {
+        result = atoll_dns::source::run(kube, zone_config, zone, metrics, readiness) => {
+            match result {
+                Ok(()) => Err(anyhow::anyhow!("the zone source stopped")),
+                Err(error) => Err(error).context("watching the cluster for the zone"),
+            }
+        }
+        () = super::agent::shutdown_signal() => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+    };
+    stop.cancel();
+    let stopped = all_stopped(tcp_servers);
+    if tokio::time::timeout(STOP_GRACE, stopped).await.is_err() {
+        tracing::warn!("TCP connections still open after {STOP_GRACE:?}; leaving them");
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    Ok(())
+    result
+}
+
+/// Resolves once every server of `servers` has stopped.
+async fn all_stopped(servers: Vec<atoll_dns::tcp::TcpServer>) {
+    for server in servers {
+        server.stopped().await;
+    }
 }
