@@ -72,7 +72,7 @@ ok=1
 for n in $SIZES; do
   "$REPO_DIR/target/release/atoll-bench-dns" populate "$n" "$WORK/queries.txt" >&2
   NO_COLOR=1 taskset -c 0 "$REPO_DIR/target/release/atoll" dns --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context kwok-c1 \
-    --listen "127.0.0.1:$ATOLL_PORT" --udp-workers 1 --admin-address 127.0.0.1:9489 >"$WORK/atoll.log" 2>&1 &
+    --listen "127.0.0.1:$ATOLL_PORT" --udp-workers 1 --max-udp-payload 4096 --admin-address 127.0.0.1:9489 >"$WORK/atoll.log" 2>&1 &
   servers+=($!); atoll_pid=$!
   GOMAXPROCS=1 taskset -c 0 "$COREDNS_BIN/coredns" -conf "$WORK/Corefile" >"$WORK/coredns.log" 2>&1 &
   servers+=($!); coredns_pid=$!

@@ -8,6 +8,9 @@ export KWOK_WORKDIR=$ATOLL_ENV_DIR/kwok
 case $1 in
   stop) kwokctl stop cluster --name "$2" >/dev/null 2>&1 ;;
   start)
+    if kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$2" get --raw /readyz >/dev/null 2>&1; then
+      exit 0
+    fi
     kwokctl start cluster --name "$2" >/dev/null 2>&1
     for _ in $(seq 300); do
       kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$2" get --raw /readyz >/dev/null 2>&1 && exit 0

@@ -13,7 +13,6 @@ pub mod stores;
 pub mod writer;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use atoll_core::ClusterId;
@@ -42,13 +41,26 @@ impl std::fmt::Debug for AgentConfig {
     }
 }
 
-/// What the agent reports about itself: metrics, readiness (true once the first full pass
-/// after every watch listed has run) and the watches that have not listed yet.
-#[derive(Debug, Clone, Default)]
+/// What the agent reports about itself: metrics, and readiness: what it still waits for,
+/// every watch's first list and then the first full pass.
+#[derive(Debug, Clone)]
 pub struct Telemetry {
     pub metrics: metrics::Metrics,
-    pub ready: Arc<AtomicBool>,
-    pub waiting: stores::Waiting,
+    pub readiness: atoll_watch::Readiness,
+}
+
+/// What readiness waits for after the watches.
+pub const FIRST_PASS: &str = "the first reconcile pass";
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self {
+            metrics: metrics::Metrics::default(),
+            readiness: atoll_watch::Readiness::waiting_for(
+                stores::WATCHES.into_iter().chain([FIRST_PASS]),
+            ),
+        }
+    }
 }
 
 /// Why the agent stopped.

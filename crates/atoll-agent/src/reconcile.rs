@@ -4,7 +4,6 @@
 //! the plan.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use atoll_core::plan::{Feedback, Report, ServiceKey, plan};
@@ -76,7 +75,7 @@ pub async fn run_loop(
     trigger: &Notify,
     telemetry: &Telemetry,
 ) -> Result<(), Error> {
-    stores.wait_until_ready(&telemetry.waiting).await?;
+    stores.wait_until_ready(&telemetry.readiness).await?;
     tracing::info!(cluster = %config.cluster_id, "every watch has listed once; reconciling");
     let reporter = Reporter {
         controller: "atoll-agent".to_owned(),
@@ -122,7 +121,7 @@ pub async fn run_loop(
         m.imports_skipped.set(gauge(planned.report.skipped.len()));
         let outcome = writer::execute(&config.hub, &config.member, &planned, &context).await;
         errors += outcome.errors;
-        telemetry.ready.store(true, Ordering::Relaxed);
+        telemetry.readiness.done(crate::FIRST_PASS);
         m.reconcile_seconds.observe(started.elapsed().as_secs_f64());
         let writes = context.writes.total() - before;
         if writes > 0 || errors > 0 {

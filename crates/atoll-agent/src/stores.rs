@@ -1,15 +1,15 @@
 //! Watches feeding in-memory stores. Watch streams never call the API themselves; every event
 //! only wakes the reconciler.
 
-use std::collections::BTreeSet;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use atoll_api::hub::{ExportedService, LABEL_CLUSTER};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::plan::Observed;
+use atoll_watch::Readiness;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -114,11 +114,11 @@ impl Stores {
         }
     }
 
-    /// Resolves once every watch has listed once; `waiting` holds the names of those that
-    /// have not yet (for `/readyz` and the log, which repeats them every 10 s). Fails, naming
-    /// the watch, if one ends before its first list: nothing may be written then, since
-    /// missing objects would look deleted.
-    pub async fn wait_until_ready(&self, waiting: &Waiting) -> Result<(), crate::Error> {
+    /// Resolves once every watch has listed once; each is marked done in `readiness` when it
+    /// has (for `/readyz`; the log repeats the waiting ones every 10 s). Fails, naming the
+    /// watch, if one ends before its first list: nothing may be written then, since missing
+    /// objects would look deleted.
+    pub async fn wait_until_ready(&self, readiness: &Readiness) -> Result<(), crate::Error> {
         let waits = [
             (WATCH_EXPORTS, self.exports.wait_until_ready().boxed()),
             (WATCH_SERVICES, self.services.wait_until_ready().boxed()),
@@ -132,11 +132,10 @@ impl Stores {
             (WATCH_RECORDS, self.records.wait_until_ready().boxed()),
             (WATCH_HUB_SLICES, self.hub_slices.wait_until_ready().boxed()),
         ];
-        waiting.set(waits.iter().map(|(name, _)| *name));
         let all = futures::future::try_join_all(waits.into_iter().map(|(name, wait)| async move {
             wait.await
                 .map_err(|_| crate::Error::WatchEnded { watch: name })?;
-            waiting.done(name);
+            readiness.done(name);
             Ok::<(), crate::Error>(())
         }));
         let mut all = std::pin::pin!(all);
@@ -145,7 +144,7 @@ impl Stores {
                 result = &mut all => return result.map(|_| ()),
                 () = tokio::time::sleep(Duration::from_secs(10)) => {
                     tracing::warn!(
-                        watches = %waiting.describe(),
+                        watches = %readiness.waiting().join(", "),
                         "still waiting for watches to list; nothing is written or deleted until every watch has listed once"
                     );
                 }
@@ -153,6 +152,18 @@ impl Stores {
         }
     }
 }
+
+/// Every watch, by the name logs and `/readyz` show.
+pub const WATCHES: [&str; 8] = [
+    WATCH_EXPORTS,
+    WATCH_SERVICES,
+    WATCH_SERVICE_SLICES,
+    WATCH_MCS_SLICES,
+    WATCH_NAMESPACES,
+    WATCH_IMPORTS,
+    WATCH_RECORDS,
+    WATCH_HUB_SLICES,
+];
 
 // Names of the watches, as logs and `/readyz` show them.
 const WATCH_EXPORTS: &str = "member ServiceExports";
@@ -163,33 +174,6 @@ const WATCH_NAMESPACES: &str = "member Namespaces";
 const WATCH_IMPORTS: &str = "member ServiceImports";
 const WATCH_RECORDS: &str = "hub ExportedServices";
 const WATCH_HUB_SLICES: &str = "hub EndpointSlices";
-
-/// The watches that have not listed yet.
-#[derive(Debug, Clone, Default)]
-pub struct Waiting(Arc<Mutex<BTreeSet<&'static str>>>);
-
-impl Waiting {
-    fn set(&self, names: impl Iterator<Item = &'static str>) {
-        if let Ok(mut pending) = self.0.lock() {
-            *pending = names.collect();
-        }
-    }
-
-    fn done(&self, name: &'static str) {
-        if let Ok(mut pending) = self.0.lock() {
-            pending.remove(name);
-        }
-    }
-
-    /// The waiting watches, comma-separated (empty when none is).
-    pub fn describe(&self) -> String {
-        self.0
-            .lock()
-            .map(|p| p.iter().copied().collect::<Vec<_>>().join(", "))
-            .unwrap_or_default()
-    }
-}
-
 /// A store of `K` in all namespaces of `client`'s cluster.
 fn watch<K>(
     client: &Client,

@@ -8,7 +8,7 @@ use atoll_testing::fixtures;
 use atoll_testing::mcs::{
     HELLO_PORTS, deploy_and_export, import_snapshot, mcs_slices, wait_import, wait_import_clusters,
 };
-use atoll_testing::{ClusterSet, wait_for};
+use atoll_testing::{ClusterSet, Undo, wait_for};
 
 /// Waits until every member imports `ns/hello` with 2 endpoints, then until the objects stop
 /// changing (status writes settle), and returns their snapshot.
@@ -58,6 +58,12 @@ async fn restarts_neither_delete_nor_rewrite_imports() -> anyhow::Result<()> {
         before.len() >= 9,
         "expected import, derived Service and slice in 3 members: {before:?}"
     );
+
+    // Whatever happens below, the agents run and c1's control plane is up when the test ends.
+    let _restore = Undo::new(|| {
+        let _ = fixtures::cluster("start", "c1");
+        let _ = fixtures::agents("start", &["c1", "c2", "c3"]);
+    });
 
     // Warm restart of every agent: nothing may be deleted, recreated or rewritten.
     fixtures::agents("restart", &["c1", "c2", "c3"])?;

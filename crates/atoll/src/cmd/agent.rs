@@ -50,7 +50,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let telemetry = atoll_agent::Telemetry::default();
     let mut registry = prometheus_client::registry::Registry::default();
     telemetry.metrics.register(&mut registry);
-    let admin = super::admin::serve(args.admin_address, registry, telemetry.ready.clone()).await?;
+    let admin = super::admin::serve(
+        args.admin_address,
+        registry,
+        std::sync::Arc::new(telemetry.readiness.clone()),
+    )
+    .await?;
     tracing::info!(address = %admin, "admin server listening");
     atoll_agent::run(config, telemetry, shutdown_signal())
         .await
