@@ -42,7 +42,9 @@ for t in "${disruptive[@]}"; do
 done
 
 # One line for the whole run: every cargo test binary above plus the upstream suite's specs.
+# A test binary killed by a signal prints no result line: count it as one failure.
 awk '/^test result:/ { p += $4; f += $6 }
+     /process didn.t exit successfully: .*\(signal:/ { f += 1 }
      /^conformance: [0-9]+ passed, [0-9]+ failed/ { cp = $2; cf = $4 }
      END { printf "all tests: %d passed, %d failed (cargo: %d passed, %d failed; upstream conformance: %d passed, %d failed)\n", p + cp, f + cf, p, f, cp, cf }' \
   "$ATOLL_ENV_DIR/unit.log" "$ATOLL_ENV_DIR/e2e.log" "$ATOLL_ENV_DIR/conformance.log"

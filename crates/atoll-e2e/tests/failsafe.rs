@@ -12,7 +12,7 @@ use atoll_testing::{ClusterSet, Undo, fixtures, http_get, metric, wait_for};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use kube::config::{AuthInfo, Kubeconfig, NamedAuthInfo, NamedContext};
 use kube::{Api, Client};
 
@@ -169,25 +169,29 @@ async fn an_agent_that_cannot_list_the_hub_writes_nothing_until_it_can() -> anyh
     fixtures::export(&set.members[0].client, &ns.name, "hello", &[]).await?;
     let bindings: Api<ClusterRoleBinding> = Api::all(hub.clone());
     bindings.create(&PostParams::default(), &binding()).await?;
-    let _unbind = Undo::new(|| {
-        let hub = hub.clone();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build();
-            if let Ok(runtime) = runtime {
-                runtime.block_on(async {
-                    let _ = Api::<ClusterRoleBinding>::all(hub.clone())
-                        .delete(ACCOUNT, &DeleteParams::default())
-                        .await;
-                    let _ = Api::<ServiceAccount>::namespaced(hub, "default")
-                        .delete(ACCOUNT, &DeleteParams::default())
-                        .await;
-                });
-            }
-        })
-        .join()
-        .ok();
+    // Plain kubectl, not the test's client: a Drop cannot drive the test's async runtime.
+    let kubeconfig_file = set.kubeconfig.clone();
+    let hub_context = set.members[0].context.clone();
+    let _unbind = Undo::new(move || {
+        for object in [
+            format!("clusterrolebinding/{ACCOUNT}"),
+            format!("serviceaccount/{ACCOUNT}"),
+        ] {
+            let _ = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig_file)
+                .args([
+                    "--context",
+                    &hub_context,
+                    "-n",
+                    "default",
+                    "delete",
+                    "--ignore-not-found",
+                    &object,
+                ])
+                .stdout(Stdio::null())
+                .status();
+        }
     });
     wait_for(
         "the restricted agent ready",
