@@ -129,11 +129,24 @@ async fn an_agent_that_cannot_list_the_hub_writes_nothing_until_it_can() -> anyh
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = import_snapshot(&set, &ns.name, "hello").await?;
 
+    // A binding left by an interrupted earlier run would grant the permission up front.
+    match Api::<ClusterRoleBinding>::all(hub.clone())
+        .delete(ACCOUNT, &Default::default())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e).context("removing a leftover test binding"),
+    }
     let kubeconfig = restricted_hub_kubeconfig(&set, &hub).await?;
     fixtures::agents("stop", &["c3"])?;
     let _restore = Undo::new(|| {
         let _ = fixtures::agents("start", &["c3"]);
     });
+    anyhow::ensure!(
+        std::net::TcpStream::connect(("127.0.0.1", ADMIN_PORT)).is_err(),
+        "something already listens on 127.0.0.1:{ADMIN_PORT} (an agent left by an interrupted run?)"
+    );
     let mut agent = start_agent(&set, &kubeconfig)?;
     let _stop = Undo::new(move || {
         let _ = agent.kill();
