@@ -141,3 +141,38 @@ pub async fn run_loop(
         retry = errors > 0;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atoll_core::plan::{ObjectKey, Rejected};
+
+    fn rejected(version: &str) -> Rejected {
+        Rejected {
+            record: ObjectKey::new("atoll-c1", "demo.hello"),
+            version: version.to_owned(),
+            problem: "bad".to_owned(),
+        }
+    }
+
+    #[test]
+    fn reported_problems_are_only_those_of_the_last_pass() {
+        let mut reported = Reported::default();
+        let mut report = Report {
+            rejected: vec![rejected("u1@1"), rejected("u2@1")],
+            skipped: vec![("a".into(), "x".into())],
+            ..Default::default()
+        };
+        reported.log(&report);
+        assert_eq!(reported.rejected.len(), 2);
+        report.rejected = vec![rejected("u2@1")];
+        report.skipped.clear();
+        reported.log(&report);
+        assert_eq!(
+            reported.rejected,
+            BTreeSet::from(["u2@1".to_owned()]),
+            "records no longer rejected are forgotten"
+        );
+        assert!(reported.skipped.is_empty());
+    }
+}

@@ -446,3 +446,37 @@ pub async fn ensure_hub_namespace(hub: &Client, cluster: &str, context: &Context
         Err(source) => failed(source),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(source: kube::Error) -> WriteError {
+        WriteError {
+            kind: "Service".into(),
+            verb: "apply",
+            key: ObjectKey::new("demo", "derived-x"),
+            source,
+        }
+    }
+
+    #[test]
+    fn api_refusals_keep_their_status_and_message() {
+        let api = kube::core::Status::failure("spec.ipFamilies: not configured", "Invalid")
+            .with_code(422);
+        let refusal = error(kube::Error::Api(Box::new(api))).refusal();
+        assert_eq!(refusal.code, 422);
+        assert!(refusal.is_ip_family_problem());
+        let message = error(kube::Error::LinesCodecMaxLineLengthExceeded).to_string();
+        assert!(
+            message.starts_with("apply Service demo/derived-x: "),
+            "{message}"
+        );
+        assert_eq!(
+            error(kube::Error::LinesCodecMaxLineLengthExceeded)
+                .refusal()
+                .code,
+            0
+        );
+    }
+}

@@ -660,3 +660,57 @@ fn objects_atoll_does_not_own_are_never_deleted() {
     upsert(&mut world.observed.services, plain, |s| &s.metadata);
     assert_eq!(world.plan().writes(), 0);
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn name(i: usize) -> String {
+        format!("svc-{i}")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Any mix of local exports (some without a Service) converges within four passes,
+        /// after which nothing is written; and the plan is a function of its inputs.
+        #[test]
+        fn any_set_of_exports_converges_and_then_writes_nothing(
+            services in prop::collection::vec((1usize..4, any::<bool>()), 0..6),
+        ) {
+            let mut world = World::new("c2");
+            for (i, (endpoints, has_service)) in services.iter().enumerate() {
+                let addresses: Vec<String> = (0..*endpoints).map(|e| format!("10.202.{i}.{e}")).collect();
+                let refs: Vec<&str> = addresses.iter().map(String::as_str).collect();
+                if *has_service {
+                    world.export_local(&name(i), &refs);
+                } else {
+                    upsert(&mut world.observed.exports, export(&name(i), 0), |e| &e.metadata);
+                }
+            }
+            let a = world.plan();
+            let b = world.plan();
+            prop_assert_eq!(a.writes(), b.writes());
+            prop_assert_eq!(&a.member, &b.member);
+            let passes = world.converge();
+            prop_assert!(passes <= 4, "took {} passes", passes);
+            let exported = services.iter().filter(|(_, s)| *s).count();
+            prop_assert_eq!(world.observed.imports.len(), exported);
+            prop_assert_eq!(world.observed.records.len(), exported);
+            for (i, (endpoints, has_service)) in services.iter().enumerate() {
+                let import = world.import(&name(i));
+                prop_assert_eq!(import.is_some(), *has_service);
+                if *has_service {
+                    let slices: usize = world
+                        .observed
+                        .mcs_slices
+                        .iter()
+                        .filter(|s| s.metadata.labels.as_ref().unwrap()[labels::SERVICE_NAME] == name(i))
+                        .map(|s| s.endpoints.len())
+                        .sum();
+                    prop_assert_eq!(slices, *endpoints);
+                }
+            }
+        }
+    }
+}
