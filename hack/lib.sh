@@ -56,7 +56,9 @@ wait_ready() { # name port [seconds]
   local name=$1 port=$2 deadline=$((SECONDS + ${3:-60})) answer=""
   while [ $SECONDS -lt $deadline ]; do
     proc_running "$name" || { tail -20 "$PROCS_DIR/$name.log" >&2; die "$name exited"; }
-    if exec 3<>"/dev/tcp/127.0.0.1/$port" 2>/dev/null; then
+    # The braces keep 2>/dev/null temporary: on a bare exec it would silence this shell's
+    # stderr for good once the connection succeeds.
+    if { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
       printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
       answer=$(cat <&3 2>/dev/null || true)
       exec 3<&- 3>&-
