@@ -62,13 +62,14 @@ echo "== c2: the export's conditions"
   -o jsonpath='{range .status.conditions[*]}  {.type}={.status} ({.reason}) {.message}{"\n"}{end}'
 echo
 for i in 1 2 3; do
-  echo "== c$i: atoll dns on 127.0.0.1:1535$i answers hello.demo.svc.clusterset.local"
+  port=$(dns_port "c$i")
+  echo "== c$i: atoll dns on 127.0.0.1:$port answers hello.demo.svc.clusterset.local"
   for _ in $(seq 50); do
-    answer=$(dig +short @127.0.0.1 -p "1535$i" hello.demo.svc.clusterset.local A 2>/dev/null || true)
+    answer=$(dig +short @127.0.0.1 -p "$port" hello.demo.svc.clusterset.local A 2>/dev/null || true)
     [ -n "$answer" ] && break
     sleep 0.2
   done
   echo "  A    $answer"
-  echo "  SRV  $(dig +short @127.0.0.1 -p "1535$i" hello.demo.svc.clusterset.local SRV)"
+  echo "  SRV  $(dig +short @127.0.0.1 -p "$port" hello.demo.svc.clusterset.local SRV)"
 done
 echo "Explore: export KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig; stop: make env-down"

@@ -491,9 +491,12 @@ async fn a_member_without_the_namespace_gets_no_import() -> anyhow::Result<()> {
         missing.is_none(),
         "c3 must not get the namespace created for it"
     );
-    // c3's agent says why it does not import (its admin server is on 127.0.0.1:9473).
-    let skipped =
-        atoll_testing::metric(9473, "atoll_agent_imports_skipped_namespace_missing").await?;
+    // c3's agent says why it does not import.
+    let skipped = atoll_testing::metric(
+        atoll_testing::agent_admin_port(2)?,
+        "atoll_agent_imports_skipped_namespace_missing",
+    )
+    .await?;
     assert!(skipped >= 1.0, "c3 reports no skipped import: {skipped}");
     ns.cleanup().await
 }

@@ -4,10 +4,10 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use atoll_testing::dns::{addresses, ask, port};
+use atoll_testing::dns::{addresses, ask};
 use atoll_testing::fixtures;
 use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, mcs_slices, wait_import};
-use atoll_testing::{ClusterSet, wait_for};
+use atoll_testing::{ClusterSet, dns_port, wait_for};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -28,7 +28,7 @@ async fn wait_answer(
         &format!("{name} from DNS of c{}", index + 1),
         within,
         || async {
-            let got = addresses(&ask(port(index), name, RecordType::A)?);
+            let got = addresses(&ask(dns_port(index)?, name, RecordType::A)?);
             Ok(if &got == want {
                 Ok(started.elapsed())
             } else {
@@ -45,7 +45,7 @@ async fn clusterset_ip_answers_follow_export_and_unexport() -> anyhow::Result<()
     let ns = set.namespace("dns").await?;
     let fqdn = format!("hello.{}.svc.clusterset.local.", ns.name);
     assert_eq!(
-        addresses(&ask(port(0), &fqdn, RecordType::A)?).0,
+        addresses(&ask(dns_port(0)?, &fqdn, RecordType::A)?).0,
         ResponseCode::NXDomain
     );
     deploy_and_export(&set.members[1], &ns.name, HELLO_PORTS, false).await?;
@@ -71,7 +71,7 @@ async fn clusterset_ip_answers_follow_export_and_unexport() -> anyhow::Result<()
             i + 1
         );
         // Bare-name SRV: one record for tcp/42 + udp/42 (conformance C17).
-        let srv = ask(port(i), &fqdn, RecordType::SRV)?;
+        let srv = ask(dns_port(i)?, &fqdn, RecordType::SRV)?;
         assert_eq!(srv.answers.len(), 1, "c{}: {srv:?}", i + 1);
     }
     fixtures::unexport(&set.members[1].client, &ns.name, "hello").await?;
@@ -141,7 +141,7 @@ async fn headless_answers_follow_endpoint_changes() -> anyhow::Result<()> {
     // The reserved <clusterid>.<svc> name never resolves.
     let reserved = format!("c3.{fqdn}");
     assert_eq!(
-        addresses(&ask(port(0), &reserved, RecordType::A)?).0,
+        addresses(&ask(dns_port(0)?, &reserved, RecordType::A)?).0,
         ResponseCode::NXDomain
     );
     ns.cleanup().await

@@ -16,8 +16,8 @@ use kube::api::{DeleteParams, PostParams};
 use kube::config::{AuthInfo, Kubeconfig, NamedAuthInfo, NamedContext};
 use kube::{Api, Client};
 
-/// Admin port of the restricted agent (outside the ports `hack/` uses).
-const ADMIN_PORT: u16 = 19_473;
+/// Admin port of the restricted agent: one the port scheme gives no cluster.
+const ADMIN_PORT: u16 = atoll_testing::ports::SPARE_AGENT_ADMIN_PORT;
 const ACCOUNT: &str = "atoll-failsafe-test";
 
 /// A ServiceAccount on the hub without any permission, and a kubeconfig that uses its token.

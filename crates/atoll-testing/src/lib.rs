@@ -8,6 +8,9 @@
 pub mod dns;
 pub mod fixtures;
 pub mod mcs;
+pub mod ports;
+
+pub use ports::{agent_admin_port, dns_admin_port, dns_port};
 
 use std::fmt::Debug;
 use std::future::Future;
