@@ -3,15 +3,18 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz
+.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
+setup: ## Install what the build, the tests and the demo need (Rust components, dig, openssl); idempotent
+	hack/setup.sh
+
 build: ## Build the atoll binary
 	$(CARGO) build --locked -p atoll
 
-demo: build ## The main job: bring up a local ClusterSet and show Atoll working in it
+demo: setup build ## The main job: bring up a local ClusterSet and show Atoll working in it (fails loudly, else ends with "demo: OK")
 	hack/demo.sh
 
 test: ## fmt check, clippy -D warnings, unit + integration tests (brings the local ClusterSet up and down)
