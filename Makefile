@@ -22,7 +22,7 @@ test: ## fmt check, clippy -D warnings, unit + integration tests (brings the loc
 
 lint: ## fmt check and clippy only
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 tools: ## Build (once, cached in ~/.cache/atoll) kube-apiserver, etcd, kwok, CoreDNS
 	hack/build-tools.sh
