@@ -5,6 +5,7 @@
 //! The ClusterSet is found through `ATOLL_KUBECONFIG` (default `~/.cache/atoll/env/kubeconfig`)
 //! and `ATOLL_CONTEXTS` (default `kwok-c1,kwok-c2,kwok-c3`).
 
+pub mod crd_compat;
 pub mod dns;
 pub mod fixtures;
 pub mod mcs;
