@@ -7,8 +7,8 @@ use atoll_api::labels;
 use atoll_api::multicluster::{EndpointSliceObjects, ServiceImportType};
 use atoll_testing::fixtures;
 use atoll_testing::mcs::{
-    CONVERGE, HELLO_PORTS, deploy_and_export, import, mcs_slices, wait_export_condition,
-    wait_gone_everywhere, wait_import, wait_import_clusters,
+    CONVERGE, HELLO_PORTS, deploy_and_export, deploy_service, import, mcs_slices, wait_endpoints,
+    wait_export_condition, wait_gone_everywhere, wait_import, wait_import_clusters,
 };
 use atoll_testing::{ClusterSet, Member, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -74,20 +74,7 @@ async fn export_becomes_an_import_in_every_cluster_and_unexport_removes_it() -> 
             .collect();
         assert_eq!(clusters, vec!["c2"]);
 
-        let slices = wait_for(
-            &format!("MCS slice with 2 endpoints in {}", member.context),
-            CONVERGE,
-            || async {
-                let slices = mcs_slices(member, &ns.name, "hello").await?;
-                let endpoints: usize = slices.iter().map(|s| s.endpoints.len()).sum();
-                Ok(if endpoints == 2 {
-                    Ok(slices)
-                } else {
-                    Err(endpoints)
-                })
-            },
-        )
-        .await?;
+        let slices = wait_endpoints(member, &ns.name, "hello", 2).await?;
         for slice in &slices {
             let l = slice.labels();
             assert_eq!(
@@ -182,19 +169,7 @@ async fn headless_export_imports_without_vip_and_with_families() -> anyhow::Resu
             !spec.ip_families.is_empty(),
             "ipFamilies must be set on headless imports too"
         );
-        wait_for(
-            &format!("headless MCS endpoints in {}", member.context),
-            CONVERGE,
-            || async {
-                let n: usize = mcs_slices(member, &ns.name, "hello")
-                    .await?
-                    .iter()
-                    .map(|s| s.endpoints.len())
-                    .sum();
-                Ok(if n == 2 { Ok(()) } else { Err(n) })
-            },
-        )
-        .await?;
+        wait_endpoints(member, &ns.name, "hello", 2).await?;
         let derived = atoll_core::derived::derived_service_name(&ns.name, "hello");
         assert!(
             Api::<Service>::namespaced(member.client.clone(), &ns.name)
@@ -213,12 +188,7 @@ async fn imports_say_their_endpoint_slice_objects_are_present() -> anyhow::Resul
     let set = ClusterSet::from_env().await?;
     let ns = set.namespace("esobjects").await?;
     deploy_and_export(&set.members[1], &ns.name, HELLO_PORTS, false).await?;
-    fixtures::deployment(&set.members[2].client, &ns.name, "web", 1).await?;
-    fixtures::apply_service(
-        &set.members[2].client,
-        &fixtures::service(&ns.name, "web", "web", HELLO_PORTS, true),
-    )
-    .await?;
+    deploy_service(&set.members[2], &ns.name, "web", 1, HELLO_PORTS, true).await?;
     fixtures::export(&set.members[2].client, &ns.name, "web", &[]).await?;
     for member in &set.members {
         for name in ["hello", "web"] {
@@ -255,12 +225,7 @@ async fn a_service_that_is_not_exported_is_never_imported() -> anyhow::Result<()
     let set = ClusterSet::from_env().await?;
     let ns = set.namespace("notexported").await?;
     let exporter = &set.members[0];
-    fixtures::deployment(&exporter.client, &ns.name, "private", 1).await?;
-    fixtures::apply_service(
-        &exporter.client,
-        &fixtures::service(&ns.name, "private", "private", HELLO_PORTS, false),
-    )
-    .await?;
+    deploy_service(exporter, &ns.name, "private", 1, HELLO_PORTS, false).await?;
     deploy_and_export(exporter, &ns.name, HELLO_PORTS, false).await?;
     for member in &set.members {
         wait_import_clusters(member, &ns.name, "hello", 1).await?;
@@ -332,39 +297,20 @@ async fn endpoint_churn_reaches_every_cluster() -> anyhow::Result<()> {
     let ns = set.namespace("churn").await?;
     let exporter = &set.members[1];
     deploy_and_export(exporter, &ns.name, HELLO_PORTS, false).await?;
-    let count_in = |member: &Member, want: usize| {
-        let ns = ns.name.clone();
-        let member = member.clone();
-        async move {
-            wait_for(
-                &format!("{want} imported endpoints in {}", member.context),
-                CONVERGE,
-                || async {
-                    let n: usize = mcs_slices(&member, &ns, "hello")
-                        .await?
-                        .iter()
-                        .map(|s| s.endpoints.len())
-                        .sum();
-                    Ok(if n == want { Ok(()) } else { Err(n) })
-                },
-            )
-            .await
-        }
-    };
-    count_in(&set.members[0], 2).await?;
+    wait_endpoints(&set.members[0], &ns.name, "hello", 2).await?;
     let scale = serde_json::json!({"spec": {"replicas": 4}});
     Api::<Deployment>::namespaced(exporter.client.clone(), &ns.name)
         .patch("hello", &PatchParams::default(), &Patch::Merge(&scale))
         .await?;
     for member in &set.members {
-        count_in(member, 4).await?;
+        wait_endpoints(member, &ns.name, "hello", 4).await?;
     }
     let scale = serde_json::json!({"spec": {"replicas": 1}});
     Api::<Deployment>::namespaced(exporter.client.clone(), &ns.name)
         .patch("hello", &PatchParams::default(), &Patch::Merge(&scale))
         .await?;
     for member in &set.members {
-        count_in(member, 1).await?;
+        wait_endpoints(member, &ns.name, "hello", 1).await?;
     }
     ns.cleanup().await
 }

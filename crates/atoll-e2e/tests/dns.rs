@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use atoll_testing::dns::{addresses, ask};
 use atoll_testing::fixtures;
-use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, mcs_slices, wait_import};
+use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, wait_endpoints_within, wait_import};
 use atoll_testing::{ClusterSet, dns_port, wait_for};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
@@ -104,28 +104,19 @@ async fn headless_answers_follow_endpoint_changes() -> anyhow::Result<()> {
             .await?;
         // The endpoints c1 imported, then the same set from c1's DNS server.
         let member = &set.members[0];
-        let ips: Vec<IpAddr> = wait_for(
-            &format!("{replicas} imported endpoints in c1"),
-            Duration::from_secs(30),
-            || async {
-                let mut ips: Vec<IpAddr> = mcs_slices(member, &ns.name, "hello")
-                    .await?
-                    .iter()
-                    .flat_map(|s| {
-                        s.endpoints
-                            .iter()
-                            .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()))
-                    })
-                    .collect();
-                ips.sort();
-                Ok(if ips.len() == replicas {
-                    Ok(ips)
-                } else {
-                    Err(ips)
-                })
-            },
-        )
-        .await?;
+        let slices =
+            wait_endpoints_within(member, &ns.name, "hello", replicas, Duration::from_secs(30))
+                .await?;
+        let mut ips: Vec<IpAddr> = slices
+            .iter()
+            .flat_map(|s| &s.endpoints)
+            .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()))
+            .collect();
+        ips.sort();
+        anyhow::ensure!(
+            ips.len() == replicas,
+            "one address per endpoint expected: {ips:?}"
+        );
         wait_answer(0, &fqdn, &(ResponseCode::NoError, ips.clone()), DNS_LAG).await?;
         // Each endpoint also has its own name: <dashed-ip>.<cluster>.<svc>.<ns>.svc.clusterset.local.
         let first = ips[0];
