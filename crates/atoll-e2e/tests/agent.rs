@@ -11,7 +11,7 @@ use atoll_testing::mcs::{
     CONVERGE, HELLO_PORTS, deploy_and_export, deploy_service, import, mcs_slices, wait_endpoints,
     wait_export_condition, wait_gone_everywhere, wait_import, wait_import_clusters,
 };
-use atoll_testing::{ClusterSet, Member, agent_admin_port, metric, wait_for};
+use atoll_testing::{ClusterSet, Member, agent_admin_port, metric, wait_for, wait_metric};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -451,19 +451,10 @@ async fn hand_made_record(
 /// Agents' count of malformed hub records they ignore.
 const REJECTED: &str = "atoll_agent_hub_records_rejected";
 
-/// Waits until every agent reports `want[i]` ignored hub records (member index `i`).
-async fn wait_rejected(set: &ClusterSet, want: &[f64]) -> anyhow::Result<()> {
-    for (i, member) in set.members.iter().enumerate() {
-        let port = agent_admin_port(i)?;
-        wait_for(
-            &format!("{REJECTED} = {} on {}'s agent", want[i], member.context),
-            CONVERGE,
-            || async {
-                let got = metric(port, REJECTED).await?;
-                Ok(if got == want[i] { Ok(()) } else { Err(got) })
-            },
-        )
-        .await?;
+/// Waits until the agent of member `i` reports `want[i]` ignored hub records, for every `i`.
+async fn wait_rejected(want: &[f64]) -> anyhow::Result<()> {
+    for (i, want) in want.iter().enumerate() {
+        wait_metric(agent_admin_port(i)?, REJECTED, *want).await?;
     }
     Ok(())
 }
@@ -484,7 +475,7 @@ async fn malformed_hub_records_are_ignored() -> anyhow::Result<()> {
         hand_made_record(&set.members[0], "c9", "c3", &ns.name, "spoofed", &["IPv4"]).await?;
     // Every agent saw the record and rejected it, exactly this one more.
     let with_it: Vec<f64> = before.iter().map(|b| b + 1.0).collect();
-    wait_rejected(&set, &with_it).await?;
+    wait_rejected(&with_it).await?;
     // And a neighbour exported afterwards is imported everywhere: the passes that rejected the
     // record have written what they planned.
     deploy_and_export(&set.members[1], &ns.name, HELLO_PORTS, false).await?;
@@ -499,7 +490,7 @@ async fn malformed_hub_records_are_ignored() -> anyhow::Result<()> {
         );
     }
     records.delete(&name, &Default::default()).await?;
-    wait_rejected(&set, &before).await?;
+    wait_rejected(&before).await?;
     ns.cleanup().await
 }
 

@@ -8,8 +8,8 @@
 //! another, so here only earlier binaries' namespaces still being deleted can move it; the test
 //! waits for those to be gone and then expects exactly one more skip for its own service.
 
-use atoll_testing::mcs::{CONVERGE, HELLO_PORTS, deploy_and_export, import, wait_import};
-use atoll_testing::{ClusterSet, agent_admin_port, fixtures, metric, wait_for};
+use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, import, wait_import};
+use atoll_testing::{ClusterSet, agent_admin_port, fixtures, metric, wait_for, wait_metric};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
@@ -45,19 +45,6 @@ async fn wait_no_terminating_namespaces(set: &ClusterSet) -> anyhow::Result<()> 
     .await
 }
 
-/// Waits until c3's agent reports exactly `want` skipped imports.
-async fn wait_skipped(port: u16, want: f64) -> anyhow::Result<()> {
-    wait_for(
-        &format!("{SKIPPED} = {want} on kwok-c3's agent"),
-        CONVERGE,
-        || async {
-            let got = metric(port, SKIPPED).await?;
-            Ok(if got == want { Ok(()) } else { Err(got) })
-        },
-    )
-    .await
-}
-
 #[tokio::test]
 async fn a_member_without_the_namespace_gets_no_import() -> anyhow::Result<()> {
     let set = ClusterSet::from_env().await?;
@@ -73,7 +60,7 @@ async fn a_member_without_the_namespace_gets_no_import() -> anyhow::Result<()> {
         wait_import(member, &ns.name, "hello", |_| Ok(())).await?;
     }
     // c3's agent saw the export and says why it does not import it.
-    wait_skipped(port, before + 1.0).await?;
+    wait_metric(port, SKIPPED, before + 1.0).await?;
     assert!(
         Api::<Namespace>::all(c3.client.clone())
             .get_opt(&ns.name)
@@ -88,6 +75,6 @@ async fn a_member_without_the_namespace_gets_no_import() -> anyhow::Result<()> {
 
     // Unexported, the skip is gone again.
     fixtures::unexport(&set.members[1].client, &ns.name, "hello").await?;
-    wait_skipped(port, before).await?;
+    wait_metric(port, SKIPPED, before).await?;
     ns.cleanup().await
 }

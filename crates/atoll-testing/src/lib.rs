@@ -245,6 +245,20 @@ pub async fn metric(port: u16, name: &str) -> anyhow::Result<f64> {
         .sum())
 }
 
+/// Waits until metric `name` on the admin server at 127.0.0.1:`port` is exactly `want`
+/// (gauges and counters hold whole numbers, so the comparison is exact).
+pub async fn wait_metric(port: u16, name: &str, want: f64) -> anyhow::Result<()> {
+    wait_for(
+        &format!("{name} = {want} on 127.0.0.1:{port}"),
+        mcs::CONVERGE,
+        || async {
+            let got = metric(port, name).await?;
+            Ok(if got == want { Ok(()) } else { Err(got) })
+        },
+    )
+    .await
+}
+
 /// Runs `undo` when dropped: when the test ends, whether it passed, failed with an error or
 /// panicked, so a test that stops part of the ClusterSet always puts it back.
 pub struct Undo<F: FnMut()>(F);
