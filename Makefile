@@ -3,15 +3,18 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz
+.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
+setup: ## Install what the build, the tests and the demo need (Rust components, dig, openssl); idempotent
+	hack/setup.sh
+
 build: ## Build the atoll binary
 	$(CARGO) build --locked -p atoll
 
-demo: build ## The main job: bring up a local ClusterSet and show Atoll working in it
+demo: setup build ## The main job: bring up a local ClusterSet and show Atoll working in it (fails loudly, else ends with "demo: OK")
 	hack/demo.sh
 
 test: ## fmt check, clippy -D warnings, unit + integration tests (brings the local ClusterSet up and down)
@@ -19,7 +22,7 @@ test: ## fmt check, clippy -D warnings, unit + integration tests (brings the loc
 
 lint: ## fmt check and clippy only
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 tools: ## Build (once, cached in ~/.cache/atoll) kube-apiserver, etcd, kwok, CoreDNS
 	hack/build-tools.sh

@@ -56,6 +56,8 @@ wait_ready() { # name port [seconds]
   local name=$1 port=$2 deadline=$((SECONDS + ${3:-60})) answer=""
   while [ $SECONDS -lt $deadline ]; do
     proc_running "$name" || { tail -20 "$PROCS_DIR/$name.log" >&2; die "$name exited"; }
+    # The braces keep 2>/dev/null temporary: on a bare exec it would silence this shell's
+    # stderr for good once the connection succeeds.
     if { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
       printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
       answer=$(cat <&3 2>/dev/null || true)
@@ -68,9 +70,43 @@ wait_ready() { # name port [seconds]
   die "$name is not ready after ${3:-60} s (last /readyz answer: $(printf '%s' "$answer" | tail -1))"
 }
 
+# Ports of cluster cN's processes, N = 1..99 (the same scheme as crates/atoll-testing/src/ports.rs):
+# agent admin 19100+N, DNS (UDP and TCP) 19300+N, DNS admin 19500+N. The ranges never overlap
+# for N <= 99 and lie below the kernel's ephemeral ports and the ports kwokctl picks.
+# Call as `port=$(agent_admin_port c3)`: an assignment, so that set -e stops on a bad name.
+cluster_number() { # cN -> N
+  local n=${1#c}
+  [[ $1 == c* && $n =~ ^[0-9]{1,2}$ ]] && [ $((10#$n)) -ge 1 ] || die "cluster '$1': the port scheme covers c1..c99"
+  echo $((10#$n))
+}
+agent_admin_port() { local n; n=$(cluster_number "$1") && echo $((19100 + n)); }
+dns_port() { local n; n=$(cluster_number "$1") && echo $((19300 + n)); }
+dns_admin_port() { local n; n=$(cluster_number "$1") && echo $((19500 + n)); }
+
 # The clusters of the running local ClusterSet (c1 c2 ...), or the arguments if given.
 clusters_or() {
   if [ $# -gt 0 ]; then echo "$@"; return; fi
   local d
   for d in "$ATOLL_ENV_DIR"/kwok/clusters/*/; do [ -d "$d" ] && basename "$d"; done
+}
+
+# The command line of hack/agents.sh and hack/dns.sh: `start|stop|restart [cluster ...]` (default:
+# every cluster of the running ClusterSet) on the processes <kind>-cN. `<start_fn> cN` starts one;
+# the started ones are then waited for until /readyz answers on `<admin_port_fn> cN`.
+proc_command() { # kind admin_port_fn start_fn [action [cluster ...]]
+  local kind=$1 admin_port_fn=$2 start_fn=$3 action=${4:-} c port started=()
+  shift $(($# < 4 ? $# : 4))
+  for c in $(clusters_or "$@"); do
+    case $action in
+      start) "$start_fn" "$c"; started+=("$c") ;;
+      stop) proc_stop "$kind-$c" ;;
+      restart) proc_stop "$kind-$c"; "$start_fn" "$c"; started+=("$c") ;;
+      *) die "usage: $0 start|stop|restart [cluster ...]" ;;
+    esac
+  done
+  # Started processes serve /readyz once every watch has listed and the first pass ran.
+  for c in "${started[@]}"; do
+    port=$("$admin_port_fn" "$c")
+    wait_ready "$kind-$c" "$port"
+  done
 }

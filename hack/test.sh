@@ -10,7 +10,7 @@ mkdir -p "$ATOLL_ENV_DIR"
 log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy --all-targets -D warnings"
-cargo clippy --locked --all-targets -- -D warnings
+cargo clippy --locked --workspace --all-targets -- -D warnings
 log "unit, property and API-shape tests"
 cargo test --locked --workspace --exclude atoll-e2e 2>&1 | tee "$ATOLL_ENV_DIR/unit.log"
 
@@ -32,6 +32,8 @@ for t in crates/atoll-e2e/tests/*.rs; do
   t=$(basename "$t" .rs)
   [[ " ${disruptive[*]} " == *" $t "* ]] || gentle+=(--test "$t")
 done
+ATOLL_REFERENCE_CRDS=$("$HACK_DIR/reference-crds.sh")
+export ATOLL_REFERENCE_CRDS
 e2e=0
 ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig cargo test --locked -p atoll-e2e "${gentle[@]}" 2>&1 | tee "$ATOLL_ENV_DIR/e2e.log" || e2e=$?
 # The upstream suite on the same ClusterSet (its specs make their own namespaces).

@@ -17,7 +17,7 @@ pub enum ConditionStatus {
 /// One entry of `status.conditions`; field for field `metav1.Condition`.
 ///
 /// `reason` and `message` are always serialized: the CRD requires both keys, and an empty
-/// message is valid while a missing one is not (mcs-spec.md trap 4).
+/// message is valid while a missing one is not.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {

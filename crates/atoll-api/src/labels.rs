@@ -1,4 +1,4 @@
-//! Well-known label and annotation keys (mcs-spec.md §1.5).
+//! Well-known label and annotation keys of the MCS API (KEP-1645) and the EndpointSlice API.
 
 /// On an MCS EndpointSlice: the name of the ServiceImport (= exported Service) it belongs to.
 pub const SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";

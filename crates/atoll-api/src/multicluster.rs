@@ -14,7 +14,7 @@ use crate::condition::Condition;
 /// API group of ServiceExport and ServiceImport.
 pub const GROUP: &str = "multicluster.x-k8s.io";
 
-/// ServiceExport condition types and reasons (mcs-spec.md §1.4).
+/// ServiceExport condition types and reasons, as the upstream mcs-api v0.5.2 types name them.
 pub mod export_condition {
     pub const VALID: &str = "Valid";
     pub const READY: &str = "Ready";
@@ -45,7 +45,7 @@ pub mod export_condition {
     pub const REASON_IP_FAMILY_CONFLICT: &str = "IPFamilyConflict";
 }
 
-/// ServiceImport condition types and reasons (mcs-spec.md §1.4).
+/// ServiceImport condition types and reasons, as the upstream mcs-api v0.5.2 types name them.
 pub mod import_condition {
     pub const READY: &str = "Ready";
     pub const REASON_READY: &str = "Ready";

@@ -74,11 +74,11 @@ fn report(name: &str, mut samples: Vec<f64>, target_p99: f64) -> bool {
     ok
 }
 
-/// Sum of `atoll_agent_api_writes_total` over the agents' admin ports (9471..).
+/// Sum of `atoll_agent_api_writes_total` over the agents' admin ports.
 async fn agent_writes(members: usize) -> anyhow::Result<u64> {
     let mut total = 0.0;
-    for i in 1..=members {
-        let port = 9470 + u16::try_from(i)?;
+    for i in 0..members {
+        let port = atoll_testing::agent_admin_port(i)?;
         total += atoll_testing::metric(port, "atoll_agent_api_writes_total").await?;
     }
     Ok(total as u64)

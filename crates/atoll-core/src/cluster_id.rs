@@ -2,8 +2,8 @@
 //!
 //! KEP-2149 allows any RFC-1123 subdomain, but the id becomes a label value
 //! (`multicluster.kubernetes.io/source-cluster`, ≤ 63 characters) and exactly one DNS label in
-//! `<hostname>.<clusterid>.<svc>.<ns>.svc.clusterset.local`; a dotted id could never be resolved
-//! (mcs-spec.md trap 20). Atoll therefore requires a single lowercase RFC-1123 label.
+//! `<hostname>.<clusterid>.<svc>.<ns>.svc.clusterset.local`; a dotted id could never be resolved.
+//! Atoll therefore requires a single lowercase RFC-1123 label.
 
 use std::fmt;
 
@@ -103,22 +103,58 @@ mod tests {
         }
     }
 
-    proptest! {
-        #[test]
-        fn valid_ids_match_the_rfc1123_label_regex(s in "\\PC{0,70}") {
-            let by_regex = s.len() <= 63
-                && regex_like_label(&s);
-            prop_assert_eq!(ClusterId::new(&s).is_ok(), by_regex);
-        }
+    /// Lowercase RFC-1123 labels of 1 to 63 characters, valid by construction:
+    /// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$` with the inner part bounded so the whole stays ≤ 63.
+    fn valid_id() -> impl Strategy<Value = String> {
+        "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
     }
 
-    /// Independent statement of `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`.
-    fn regex_like_label(s: &str) -> bool {
-        let chars: Vec<char> = s.chars().collect();
-        let inner = |c: &char| c.is_ascii_lowercase() || c.is_ascii_digit();
-        !chars.is_empty()
-            && inner(&chars[0])
-            && inner(&chars[chars.len() - 1])
-            && chars.iter().all(|c| inner(c) || *c == '-')
+    /// A character no label may contain: ASCII upper case and punctuation, or anything
+    /// non-ASCII.
+    fn forbidden_char() -> impl Strategy<Value = char> {
+        prop_oneof![
+            proptest::char::range('A', 'Z'),
+            proptest::sample::select(vec!['.', '_', ' ', '/', ':', '@', '*', '\n']),
+            any::<char>().prop_filter("outside ASCII", |c| !c.is_ascii()),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn generated_valid_ids_are_accepted_unchanged(id in valid_id()) {
+            prop_assert!(id.len() <= ClusterId::MAX_LEN);
+            prop_assert_eq!(ClusterId::new(&id).map(|i| i.to_string()), Ok(id.clone()));
+        }
+
+        #[test]
+        fn a_forbidden_character_anywhere_makes_an_id_invalid(
+            id in valid_id(),
+            at in any::<proptest::sample::Index>(),
+            bad in forbidden_char(),
+        ) {
+            // Valid ids are ASCII, so every byte offset is a char boundary.
+            let mut s = id;
+            s.insert(at.index(s.len() + 1), bad);
+            let expected = if s.len() > ClusterId::MAX_LEN {
+                ClusterIdError::TooLong(s.clone())
+            } else {
+                ClusterIdError::Invalid(s.clone())
+            };
+            prop_assert_eq!(ClusterId::new(&s), Err(expected));
+        }
+
+        #[test]
+        fn a_hyphen_at_either_end_makes_an_id_invalid(
+            inner in "[-a-z0-9]{0,61}",
+            at_start in any::<bool>(),
+        ) {
+            let s = if at_start { format!("-{inner}") } else { format!("{inner}-") };
+            prop_assert_eq!(ClusterId::new(&s), Err(ClusterIdError::Invalid(s.clone())));
+        }
+
+        #[test]
+        fn ids_longer_than_63_are_too_long_even_if_label_shaped(id in "[a-z0-9]{64,100}") {
+            prop_assert_eq!(ClusterId::new(&id), Err(ClusterIdError::TooLong(id.clone())));
+        }
     }
 }

@@ -23,7 +23,8 @@ mod tests {
 
     #[test]
     fn matches_upstream_test_vectors() {
-        // Vectors from mcs-spec.md §7.1, computed from the reference controller's rule.
+        // Names the upstream reference controller gives these services (its rule is in the
+        // module doc): a change to the encoding or the hashed string breaks them.
         assert_eq!(derived_service_name("demo", "serve"), "derived-ovtkn0laet");
         assert_eq!(
             derived_service_name("default", "hello"),

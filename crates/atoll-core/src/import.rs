@@ -26,8 +26,8 @@ pub const MANAGED_BY_VALUE: &str = "atoll";
 pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
 /// The name a derived Service port gets: the import port's own name, or, when the import has
-/// several ports and this one is unnamed, a generated one (multi-port Services need names;
-/// mcs-spec.md trap 7).
+/// several ports and this one is unnamed, a generated one (the apiserver rejects a multi-port
+/// Service with an unnamed port).
 pub fn derived_port_name(port: &ServicePort, port_count: usize) -> Option<String> {
     match &port.name {
         Some(name) => Some(name.clone()),

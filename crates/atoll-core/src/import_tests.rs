@@ -1,18 +1,10 @@
 use super::*;
 use crate::merge::merge;
+use crate::test_support::port;
 use atoll_api::hub::ExportedServiceSpec;
 use k8s_openapi::api::discovery::v1::EndpointConditions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-
-fn port(name: &str, protocol: &str, number: i32) -> ServicePort {
-    ServicePort {
-        name: (!name.is_empty()).then(|| name.to_owned()),
-        protocol: Some(protocol.to_owned()),
-        app_protocol: None,
-        port: number,
-    }
-}
 
 fn mk_record(
     cluster: &str,

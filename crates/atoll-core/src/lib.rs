@@ -21,6 +21,8 @@ pub mod export;
 pub mod import;
 pub mod merge;
 pub mod plan;
+#[cfg(test)]
+mod test_support;
 pub mod trust;
 
 pub use cluster_id::{ClusterId, ClusterIdError};

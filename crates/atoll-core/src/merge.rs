@@ -1,7 +1,7 @@
 //! The merge: every member's export records of one `namespace/name` in, one ServiceImport
 //! spec, its exported labels and annotations, the per-cluster ports and one Conflict verdict out.
 //!
-//! Rules (mcs-spec.md §2.5–2.8): the oldest export (`export_created`, ties broken by cluster
+//! Rules (KEP-1645's conflict resolution): the oldest export (`export_created`, ties broken by cluster
 //! id) wins every property that differs; ports are merged by name, then by (protocol, port), as
 //! a union in precedence order; every constituent export gets the same verdict.
 
@@ -26,7 +26,8 @@ pub enum ConflictKind {
 }
 
 impl ConflictKind {
-    /// The condition reason (mcs-spec.md §1.4).
+    /// The reason it gives on the `Conflict` condition (a CamelCase word, comma-joined with
+    /// the others when several apply).
     pub fn reason(self) -> &'static str {
         match self {
             Self::Port => reason::REASON_PORT_CONFLICT,
@@ -121,7 +122,8 @@ pub struct MergedService {
     /// The verdict for every constituent export.
     pub conflicts: Conflicts,
     /// For each exporting cluster, the import ports its Service really exposes: traffic to a
-    /// port may only reach clusters listed for it (StrictPortConflict, trap 6).
+    /// port may only reach clusters listed for it (a cluster that lacks a port must
+    /// not receive traffic for it).
     pub cluster_ports: BTreeMap<String, Vec<ServicePort>>,
 }
 

@@ -63,7 +63,7 @@ async fn status_conditions_are_validated_like_upstream() -> anyhow::Result<()> {
         .await?;
     let params = PatchParams::apply("atoll-e2e").force();
 
-    // Comma-joined reasons are valid (mcs-spec.md trap 4) and an empty message is fine.
+    // Comma-joined reasons match the CRD's reason pattern, and an empty message is fine.
     let status = json!({
         "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
         "status": { "conditions": [condition("PortConflict,TypeConflict")] }

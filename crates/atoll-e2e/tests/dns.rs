@@ -4,10 +4,10 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use atoll_testing::dns::{addresses, ask, port};
+use atoll_testing::dns::{addresses, ask};
 use atoll_testing::fixtures;
-use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, mcs_slices, wait_import};
-use atoll_testing::{ClusterSet, wait_for};
+use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, wait_endpoints_within, wait_import};
+use atoll_testing::{ClusterSet, dns_port, wait_for};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -28,7 +28,7 @@ async fn wait_answer(
         &format!("{name} from DNS of c{}", index + 1),
         within,
         || async {
-            let got = addresses(&ask(port(index), name, RecordType::A)?);
+            let got = addresses(&ask(dns_port(index)?, name, RecordType::A)?);
             Ok(if &got == want {
                 Ok(started.elapsed())
             } else {
@@ -45,7 +45,7 @@ async fn clusterset_ip_answers_follow_export_and_unexport() -> anyhow::Result<()
     let ns = set.namespace("dns").await?;
     let fqdn = format!("hello.{}.svc.clusterset.local.", ns.name);
     assert_eq!(
-        addresses(&ask(port(0), &fqdn, RecordType::A)?).0,
+        addresses(&ask(dns_port(0)?, &fqdn, RecordType::A)?).0,
         ResponseCode::NXDomain
     );
     deploy_and_export(&set.members[1], &ns.name, HELLO_PORTS, false).await?;
@@ -71,7 +71,7 @@ async fn clusterset_ip_answers_follow_export_and_unexport() -> anyhow::Result<()
             i + 1
         );
         // Bare-name SRV: one record for tcp/42 + udp/42 (conformance C17).
-        let srv = ask(port(i), &fqdn, RecordType::SRV)?;
+        let srv = ask(dns_port(i)?, &fqdn, RecordType::SRV)?;
         assert_eq!(srv.answers.len(), 1, "c{}: {srv:?}", i + 1);
     }
     fixtures::unexport(&set.members[1].client, &ns.name, "hello").await?;
@@ -104,28 +104,19 @@ async fn headless_answers_follow_endpoint_changes() -> anyhow::Result<()> {
             .await?;
         // The endpoints c1 imported, then the same set from c1's DNS server.
         let member = &set.members[0];
-        let ips: Vec<IpAddr> = wait_for(
-            &format!("{replicas} imported endpoints in c1"),
-            Duration::from_secs(30),
-            || async {
-                let mut ips: Vec<IpAddr> = mcs_slices(member, &ns.name, "hello")
-                    .await?
-                    .iter()
-                    .flat_map(|s| {
-                        s.endpoints
-                            .iter()
-                            .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()))
-                    })
-                    .collect();
-                ips.sort();
-                Ok(if ips.len() == replicas {
-                    Ok(ips)
-                } else {
-                    Err(ips)
-                })
-            },
-        )
-        .await?;
+        let slices =
+            wait_endpoints_within(member, &ns.name, "hello", replicas, Duration::from_secs(30))
+                .await?;
+        let mut ips: Vec<IpAddr> = slices
+            .iter()
+            .flat_map(|s| &s.endpoints)
+            .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()))
+            .collect();
+        ips.sort();
+        anyhow::ensure!(
+            ips.len() == replicas,
+            "one address per endpoint expected: {ips:?}"
+        );
         wait_answer(0, &fqdn, &(ResponseCode::NoError, ips.clone()), DNS_LAG).await?;
         // Each endpoint also has its own name: <dashed-ip>.<cluster>.<svc>.<ns>.svc.clusterset.local.
         let first = ips[0];
@@ -141,7 +132,7 @@ async fn headless_answers_follow_endpoint_changes() -> anyhow::Result<()> {
     // The reserved <clusterid>.<svc> name never resolves.
     let reserved = format!("c3.{fqdn}");
     assert_eq!(
-        addresses(&ask(port(0), &reserved, RecordType::A)?).0,
+        addresses(&ask(dns_port(0)?, &reserved, RecordType::A)?).0,
         ResponseCode::NXDomain
     );
     ns.cleanup().await

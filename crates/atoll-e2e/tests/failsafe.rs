@@ -7,7 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
-use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, import_snapshot, wait_import_clusters};
+use atoll_testing::mcs::{
+    HELLO_PORTS, deploy_and_export, deploy_service, import_snapshot, wait_import_clusters,
+};
 use atoll_testing::{ClusterSet, Undo, fixtures, http_get, metric, wait_for};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -16,8 +18,8 @@ use kube::api::PostParams;
 use kube::config::{AuthInfo, Kubeconfig, NamedAuthInfo, NamedContext};
 use kube::{Api, Client};
 
-/// Admin port of the restricted agent (outside the ports `hack/` uses).
-const ADMIN_PORT: u16 = 19_473;
+/// Admin port of the restricted agent: one the port scheme gives no cluster.
+const ADMIN_PORT: u16 = atoll_testing::ports::SPARE_AGENT_ADMIN_PORT;
 const ACCOUNT: &str = "atoll-failsafe-test";
 
 /// A ServiceAccount on the hub without any permission, and a kubeconfig that uses its token.
@@ -173,12 +175,7 @@ async fn an_agent_that_cannot_list_the_hub_writes_nothing_until_it_can() -> anyh
     );
 
     // Allowed to list: it converges, and c3 imports what was exported meanwhile.
-    fixtures::deployment(&set.members[0].client, &ns.name, "hello", 1).await?;
-    fixtures::apply_service(
-        &set.members[0].client,
-        &fixtures::service(&ns.name, "hello", "hello", HELLO_PORTS, false),
-    )
-    .await?;
+    deploy_service(&set.members[0], &ns.name, "hello", 1, HELLO_PORTS, false).await?;
     fixtures::export(&set.members[0].client, &ns.name, "hello", &[]).await?;
     let bindings: Api<ClusterRoleBinding> = Api::all(hub.clone());
     bindings.create(&PostParams::default(), &binding()).await?;

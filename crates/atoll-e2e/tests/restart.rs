@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use atoll_testing::fixtures;
 use atoll_testing::mcs::{
-    HELLO_PORTS, deploy_and_export, import_snapshot, mcs_slices, wait_import, wait_import_clusters,
+    HELLO_PORTS, deploy_and_export, deploy_service, import_snapshot, wait_endpoints, wait_import,
+    wait_import_clusters,
 };
-use atoll_testing::{ClusterSet, Undo, wait_for};
+use atoll_testing::{ClusterSet, Undo};
 
 /// Waits until every member imports `ns/hello` with 2 endpoints, then until the objects stop
 /// changing (status writes settle), and returns their snapshot.
@@ -22,19 +23,7 @@ async fn converged(set: &ClusterSet, ns: &str) -> anyhow::Result<Vec<(String, St
             }
         })
         .await?;
-        wait_for(
-            &format!("2 endpoints in {}", member.context),
-            Duration::from_secs(20),
-            || async {
-                let n: usize = mcs_slices(member, ns, "hello")
-                    .await?
-                    .iter()
-                    .map(|s| s.endpoints.len())
-                    .sum();
-                Ok(if n == 2 { Ok(()) } else { Err(n) })
-            },
-        )
-        .await?;
+        wait_endpoints(member, ns, "hello", 2).await?;
     }
     let mut last = import_snapshot(set, ns, "hello").await?;
     for _ in 0..15 {
@@ -95,12 +84,7 @@ async fn restarts_neither_delete_nor_rewrite_imports() -> anyhow::Result<()> {
 
     // After the hub returns, new exports flow again and the old imports were never touched.
     fixtures::export(&set.members[2].client, &ns.name, "hello", &[]).await?;
-    fixtures::deployment(&set.members[2].client, &ns.name, "hello", 1).await?;
-    fixtures::apply_service(
-        &set.members[2].client,
-        &fixtures::service(&ns.name, "hello", "hello", HELLO_PORTS, false),
-    )
-    .await?;
+    deploy_service(&set.members[2], &ns.name, "hello", 1, HELLO_PORTS, false).await?;
     for member in &set.members {
         wait_import_clusters(member, &ns.name, "hello", 2).await?;
     }

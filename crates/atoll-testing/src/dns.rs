@@ -1,5 +1,5 @@
-//! Asking the local ClusterSet's `atoll dns` servers (`hack/dns.sh`: cluster cN on
-//! 127.0.0.1:1535N) over UDP, decoding with hickory-proto.
+//! Asking the local ClusterSet's `atoll dns` servers (`hack/dns.sh`; their ports are
+//! [`crate::dns_port`]) over UDP, decoding with hickory-proto.
 
 use std::net::{IpAddr, UdpSocket};
 use std::time::Duration;
@@ -7,11 +7,6 @@ use std::time::Duration;
 use anyhow::Context;
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, RecordType};
-
-/// The DNS port of cluster `cN` (N = index + 1).
-pub fn port(member_index: usize) -> u16 {
-    15351 + member_index as u16
-}
 
 /// Sends one query to 127.0.0.1:`port` and returns the response.
 pub fn ask(port: u16, name: &str, rtype: RecordType) -> anyhow::Result<Message> {

@@ -5,9 +5,13 @@
 //! The ClusterSet is found through `ATOLL_KUBECONFIG` (default `~/.cache/atoll/env/kubeconfig`)
 //! and `ATOLL_CONTEXTS` (default `kwok-c1,kwok-c2,kwok-c3`).
 
+pub mod crd_compat;
 pub mod dns;
 pub mod fixtures;
 pub mod mcs;
+pub mod ports;
+
+pub use ports::{agent_admin_port, dns_admin_port, dns_port};
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -52,6 +56,12 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// What every failure to reach the local ClusterSet says to do.
+const HOW_TO_RUN: &str = "the end-to-end tests need the local ClusterSet: `make test` brings it \
+     up, runs them and takes it down again; or start it with `make env-up` (plus \
+     `hack/agents.sh start` and `hack/dns.sh start`) and run `cargo test -p atoll-e2e`. \
+     A plain `cargo test` runs the unit tests only";
+
 impl ClusterSet {
     /// Connects to every member named by the environment, failing with instructions when the
     /// ClusterSet is not running.
@@ -60,15 +70,28 @@ impl ClusterSet {
         let kubeconfig = match std::env::var_os("ATOLL_KUBECONFIG") {
             Some(path) => PathBuf::from(path),
             None => {
-                let home = std::env::var_os("HOME").context("HOME is not set")?;
+                let home = std::env::var_os("HOME")
+                    .context("neither ATOLL_KUBECONFIG nor HOME is set")
+                    .context(HOW_TO_RUN)?;
                 PathBuf::from(home).join(".cache/atoll/env/kubeconfig")
             }
         };
         let contexts = std::env::var("ATOLL_CONTEXTS")
             .unwrap_or_else(|_| "kwok-c1,kwok-c2,kwok-c3".to_owned());
+        Self::connect(kubeconfig, &contexts).await
+    }
+
+    /// Connects to `contexts` (comma-separated) of `kubeconfig`; every failure says what to run.
+    async fn connect(kubeconfig: PathBuf, contexts: &str) -> anyhow::Result<Self> {
+        Self::try_connect(kubeconfig, contexts)
+            .await
+            .context(HOW_TO_RUN)
+    }
+
+    async fn try_connect(kubeconfig: PathBuf, contexts: &str) -> anyhow::Result<Self> {
         let file = Kubeconfig::read_from(&kubeconfig).with_context(|| {
             format!(
-                "reading {} (is the local ClusterSet up? run `make env-up`)",
+                "no kubeconfig of the local ClusterSet at {} (ATOLL_KUBECONFIG)",
                 kubeconfig.display()
             )
         })?;
@@ -83,9 +106,10 @@ impl ClusterSet {
                 .with_context(|| format!("context {context} in {}", kubeconfig.display()))?;
             let client =
                 Client::try_from(config).with_context(|| format!("client for {context}"))?;
-            client.apiserver_version().await.with_context(|| {
-                format!("apiserver of {context} does not answer (run `make env-up`)")
-            })?;
+            client
+                .apiserver_version()
+                .await
+                .with_context(|| format!("the apiserver of {context} does not answer"))?;
             members.push(Member {
                 context: context.to_owned(),
                 client,
@@ -221,6 +245,20 @@ pub async fn metric(port: u16, name: &str) -> anyhow::Result<f64> {
         .sum())
 }
 
+/// Waits until metric `name` on the admin server at 127.0.0.1:`port` is exactly `want`
+/// (gauges and counters hold whole numbers, so the comparison is exact).
+pub async fn wait_metric(port: u16, name: &str, want: f64) -> anyhow::Result<()> {
+    wait_for(
+        &format!("{name} = {want} on 127.0.0.1:{port}"),
+        mcs::CONVERGE,
+        || async {
+            let got = metric(port, name).await?;
+            Ok(if got == want { Ok(()) } else { Err(got) })
+        },
+    )
+    .await
+}
+
 /// Runs `undo` when dropped: when the test ends, whether it passed, failed with an error or
 /// panicked, so a test that stops part of the ClusterSet always puts it back.
 pub struct Undo<F: FnMut()>(F);
@@ -240,5 +278,26 @@ impl<F: FnMut()> Drop for Undo<F> {
 impl<F: FnMut()> Debug for Undo<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Undo")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_a_cluster_set_the_error_says_what_to_run() {
+        let missing = std::env::temp_dir().join(format!(
+            "atoll-no-such-kubeconfig-{}",
+            rand::random::<u64>()
+        ));
+        let error = ClusterSet::connect(missing.clone(), "kwok-c1")
+            .await
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        assert!(error.contains("`make test`"), "{error}");
+        assert!(error.contains("`make env-up`"), "{error}");
+        assert!(error.contains(&missing.display().to_string()), "{error}");
     }
 }

@@ -159,6 +159,24 @@ pub async fn wait_gone_everywhere(set: &ClusterSet, ns: &str, name: &str) -> any
     Ok(())
 }
 
+/// Deploys `name` in `member`: a Deployment of `replicas` pods and a Service selecting them
+/// with the given ports (`clusterIP: None` when `headless`). Exports nothing.
+pub async fn deploy_service(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    replicas: i32,
+    ports: &[Port<'_>],
+    headless: bool,
+) -> anyhow::Result<()> {
+    fixtures::deployment(&member.client, ns, name, replicas).await?;
+    fixtures::apply_service(
+        &member.client,
+        &fixtures::service(ns, name, name, ports, headless),
+    )
+    .await
+}
+
 /// Deploys `hello` (2 pods) with the given ports in `member` and exports it.
 pub async fn deploy_and_export(
     member: &Member,
@@ -166,13 +184,46 @@ pub async fn deploy_and_export(
     ports: &[Port<'_>],
     headless: bool,
 ) -> anyhow::Result<()> {
-    fixtures::deployment(&member.client, ns, "hello", 2).await?;
-    fixtures::apply_service(
-        &member.client,
-        &fixtures::service(ns, "hello", "hello", ports, headless),
-    )
-    .await?;
+    deploy_service(member, ns, "hello", 2, ports, headless).await?;
     fixtures::export(&member.client, ns, "hello", &[]).await
+}
+
+/// Waits until the MCS EndpointSlices of `ns/name` in `member` hold `n` endpoints in all, and
+/// returns them.
+pub async fn wait_endpoints(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    n: usize,
+) -> anyhow::Result<Vec<EndpointSlice>> {
+    wait_endpoints_within(member, ns, name, n, CONVERGE).await
+}
+
+/// [`wait_endpoints`] with another timeout.
+pub async fn wait_endpoints_within(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    n: usize,
+    timeout: Duration,
+) -> anyhow::Result<Vec<EndpointSlice>> {
+    wait_for(
+        &format!(
+            "{n} endpoints in the MCS slices of {ns}/{name} in {}",
+            member.context
+        ),
+        timeout,
+        || async {
+            let slices = mcs_slices(member, ns, name).await?;
+            let endpoints: usize = slices.iter().map(|s| s.endpoints.len()).sum();
+            Ok(if endpoints == n {
+                Ok(slices)
+            } else {
+                Err(format!("{endpoints} endpoints"))
+            })
+        },
+    )
+    .await
 }
 
 /// `(kind/namespace/name, uid, resourceVersion)` of every object Atoll keeps for `ns/name` in
