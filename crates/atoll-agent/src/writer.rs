@@ -282,22 +282,38 @@ async fn hub_writes(
         delete_each::<ExportedService>(hub, &writes.delete_records, context),
         delete_each::<EndpointSlice>(hub, &writes.delete_slices, context),
     );
-    let mut failures = std::collections::BTreeMap::new();
-    for (record, error) in &records {
-        report(&context.metrics, error);
-        let spec = &record.spec;
-        failures.insert((spec.namespace.clone(), spec.name.clone()), error.refusal());
-    }
-    let others: Vec<&WriteError> = slices
+    let failures = refusals(&context.metrics, &records, |record, _| {
+        (record.spec.namespace.clone(), record.spec.name.clone())
+    });
+    let others = slices
         .iter()
         .map(|(_, e)| e)
         .chain(&stale_records)
-        .chain(&stale_slices)
-        .collect();
-    for error in &others {
-        report(&context.metrics, error);
-    }
-    (failures, records.len() + others.len())
+        .chain(&stale_slices);
+    (
+        failures,
+        records.len() + report_all(&context.metrics, others),
+    )
+}
+
+/// Reports failed applies whose refusal the next plan needs, keyed by the service each belongs to.
+fn refusals<K>(
+    metrics: &Metrics,
+    failed: &[(&K, WriteError)],
+    service: impl Fn(&K, &WriteError) -> ServiceKey,
+) -> std::collections::BTreeMap<ServiceKey, Refusal> {
+    failed
+        .iter()
+        .map(|(object, error)| {
+            report(metrics, error);
+            (service(object, error), error.refusal())
+        })
+        .collect()
+}
+
+/// Reports every failed write; returns how many there were.
+fn report_all<'a>(metrics: &Metrics, errors: impl Iterator<Item = &'a WriteError>) -> usize {
+    errors.map(|error| report(metrics, error)).count()
 }
 
 async fn member_writes(
@@ -319,9 +335,7 @@ async fn member_writes(
         delete_each::<Service>(member, &writes.delete_derived, context),
         delete_each::<EndpointSlice>(member, &writes.delete_slices, context),
     );
-    let mut failures = std::collections::BTreeMap::new();
-    for (service, error) in &derived {
-        report(&context.metrics, error);
+    let failures = refusals(&context.metrics, &derived, |service, error| {
         let imported = service
             .meta()
             .labels
@@ -329,20 +343,19 @@ async fn member_writes(
             .and_then(|l| l.get(labels::SERVICE_NAME))
             .cloned()
             .unwrap_or_default();
-        failures.insert((error.key.namespace.clone(), imported), error.refusal());
-    }
-    let others: Vec<&WriteError> = slices
+        (error.key.namespace.clone(), imported)
+    });
+    let others = slices
         .iter()
         .map(|(_, e)| e)
         .chain(&imports)
         .chain(&stale_imports)
         .chain(&stale_derived)
-        .chain(&stale_slices)
-        .collect();
-    for error in &others {
-        report(&context.metrics, error);
-    }
-    (failures, derived.len() + others.len())
+        .chain(&stale_slices);
+    (
+        failures,
+        derived.len() + report_all(&context.metrics, others),
+    )
 }
 
 /// ServiceImports first, then the statuses (of imports that exist or were just created).
@@ -403,10 +416,7 @@ async fn export_statuses(member: &Client, statuses: &[ExportStatus], context: &C
         .filter_map(|failed| async move { failed })
         .collect()
         .await;
-    for error in &errors {
-        report(&context.metrics, error);
-    }
-    errors.len()
+    report_all(&context.metrics, errors.iter())
 }
 
 /// Creates this member's hub namespace unless it exists. Refused (403) is fine too: with

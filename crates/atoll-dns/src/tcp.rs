@@ -172,30 +172,14 @@ async fn exchange(
     let idle = limits.idle_timeout;
     for _ in 0..limits.max_queries {
         let mut prefix = [0u8; 2];
-        match timeout(idle, stream.read_exact(&mut prefix)).await {
-            Err(_) => return TcpClose::Idle,
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return TcpClose::Client;
-            }
-            Ok(Err(error)) => {
-                tracing::debug!(%error, "tcp read failed");
-                return TcpClose::Error;
-            }
-            Ok(Ok(_)) => {}
+        if let Err(close) = read_within(&mut stream, &mut prefix, idle).await {
+            return close;
         }
         // Allocated at the message's length and only for this message, so an idle connection
         // holds no buffer.
         let mut query = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
-        match timeout(idle, stream.read_exact(&mut query)).await {
-            Err(_) => return TcpClose::Idle,
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return TcpClose::Client;
-            }
-            Ok(Err(error)) => {
-                tracing::debug!(%error, "tcp read failed");
-                return TcpClose::Error;
-            }
-            Ok(Ok(_)) => {}
+        if let Err(close) = read_within(&mut stream, &mut query, idle).await {
+            return close;
         }
         let mut response = Vec::new();
         let outcome = answer(&zone.load(), &query, true, &mut response);
@@ -227,4 +211,21 @@ async fn exchange(
         tracing::debug!(%error, "tcp shutdown failed");
     }
     TcpClose::QueryLimit
+}
+
+/// Reads exactly `buf.len()` bytes within `idle`, or says why the connection ends.
+async fn read_within(
+    stream: &mut tokio::net::TcpStream,
+    buf: &mut [u8],
+    idle: std::time::Duration,
+) -> Result<(), TcpClose> {
+    match timeout(idle, stream.read_exact(buf)).await {
+        Err(_) => Err(TcpClose::Idle),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(TcpClose::Client),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "tcp read failed");
+            Err(TcpClose::Error)
+        }
+        Ok(Ok(_)) => Ok(()),
+    }
 }
