@@ -10,33 +10,15 @@ use atoll_core::plan::{Feedback, Report, ServiceKey, plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Recorder, Reporter};
+
 use tokio::sync::Notify;
 
-use crate::metrics::Metrics;
+use crate::config::{AgentConfig, Error, FIRST_PASS, Telemetry};
 use crate::stores::Stores;
-use crate::writer::{self, WriteCounter};
-use crate::{AgentConfig, Error, Telemetry};
+use crate::writer::{self, Context, WriteCounter};
 
 /// How long to wait before retrying after a pass with failed writes.
 const RETRY: Duration = Duration::from_secs(5);
-
-/// State kept across passes.
-pub struct Context {
-    /// API writes so far.
-    pub(crate) writes: WriteCounter,
-    /// Metrics to update.
-    pub(crate) metrics: Metrics,
-    /// Publishes Events on ServiceExports.
-    pub(crate) recorder: Recorder,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("writes", &self.writes)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Problems already logged, so each is logged once while it lasts. Only problems of the last
 /// pass are kept, so the memory is bounded by what the stores hold.
@@ -121,7 +103,7 @@ pub async fn run_loop(
         m.imports_skipped.set(gauge(planned.report.skipped.len()));
         let outcome = writer::execute(&config.hub, &config.member, &planned, &context).await;
         errors += outcome.errors;
-        telemetry.readiness.done(crate::FIRST_PASS);
+        telemetry.readiness.done(FIRST_PASS);
         m.reconcile_seconds.observe(started.elapsed().as_secs_f64());
         let writes = context.writes.total() - before;
         if writes > 0 || errors > 0 {

@@ -19,8 +19,6 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-use crate::AgentConfig;
-
 /// Everything the reconciler reads.
 #[derive(Clone)]
 pub struct Stores {
@@ -49,8 +47,8 @@ impl Debug for Stores {
 }
 
 impl Stores {
-    /// Starts every watch; each event notifies `trigger`.
-    pub fn start(config: &AgentConfig, trigger: Arc<Notify>) -> Self {
+    /// Starts every watch on the `member` cluster and the `hub`; each event notifies `trigger`.
+    pub fn start(member: &Client, hub: &Client, trigger: Arc<Notify>) -> Self {
         // MCS slices we wrote, never hub copies (a member may double as the hub).
         let ours = format!(
             "{}={},!{}",
@@ -66,8 +64,7 @@ impl Stores {
             labels::ATOLL_ENDPOINTSLICE_MANAGER,
             LABEL_CLUSTER
         );
-        let m = &config.member;
-        let h = &config.hub;
+        let (m, h) = (member, hub);
         Self {
             exports: watch(m, WATCH_EXPORTS, watcher::Config::default(), &trigger),
             services: watch(m, WATCH_SERVICES, watcher::Config::default(), &trigger),

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::Recorder;
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -27,7 +28,6 @@ use serde_json::{Value, json};
 
 use crate::events;
 use crate::metrics::{KindLabels, Metrics, WriteLabels};
-use crate::reconcile::Context;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "atoll-agent";
@@ -64,6 +64,24 @@ impl WriteCounter {
     /// Total writes so far.
     pub fn total(&self) -> u64 {
         self.total.load(Ordering::Relaxed)
+    }
+}
+
+/// State kept across passes.
+pub struct Context {
+    /// API writes so far.
+    pub(crate) writes: WriteCounter,
+    /// Metrics to update.
+    pub(crate) metrics: Metrics,
+    /// Publishes Events on ServiceExports.
+    pub(crate) recorder: Recorder,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("writes", &self.writes)
+            .finish_non_exhaustive()
     }
 }
 

@@ -223,7 +223,6 @@ pub fn push_opt(out: &mut Vec<u8>, payload: u16, ede: Option<(u16, &str)>) {
 }
 
 /// Appends a response header.
-#[allow(clippy::too_many_arguments)]
 pub fn push_header(
     out: &mut Vec<u8>,
     id: u16,
