@@ -115,7 +115,7 @@ impl Stores {
     /// has (for `/readyz`; the log repeats the waiting ones every 10 s). Fails, naming the
     /// watch, if one ends before its first list: nothing may be written then, since missing
     /// objects would look deleted.
-    pub async fn wait_until_ready(&self, readiness: &Readiness) -> Result<(), crate::Error> {
+    pub async fn wait_until_ready(&self, readiness: &Readiness) -> Result<(), WatchEnded> {
         let waits = [
             (WATCH_EXPORTS, self.exports.wait_until_ready().boxed()),
             (WATCH_SERVICES, self.services.wait_until_ready().boxed()),
@@ -130,10 +130,9 @@ impl Stores {
             (WATCH_HUB_SLICES, self.hub_slices.wait_until_ready().boxed()),
         ];
         let all = futures::future::try_join_all(waits.into_iter().map(|(name, wait)| async move {
-            wait.await
-                .map_err(|_| crate::Error::WatchEnded { watch: name })?;
+            wait.await.map_err(|_| WatchEnded { watch: name })?;
             readiness.done(name);
-            Ok::<(), crate::Error>(())
+            Ok::<(), WatchEnded>(())
         }));
         let mut all = std::pin::pin!(all);
         loop {
@@ -148,6 +147,13 @@ impl Stores {
             }
         }
     }
+}
+
+/// A watch ended before its first list.
+#[derive(Debug, thiserror::Error)]
+#[error("the watch of {watch} ended before its first list; nothing was written")]
+pub struct WatchEnded {
+    pub watch: &'static str,
 }
 
 /// Every watch, by the name logs and `/readyz` show.
