@@ -1,0 +1,59 @@
+//! What the agent runs with and reports: its configuration, its telemetry, why it stops.
+
+use std::time::Duration;
+
+use atoll_core::ClusterId;
+use kube::Client;
+
+use crate::{metrics, stores};
+
+/// Everything the agent needs to run.
+#[derive(Clone)]
+pub struct AgentConfig {
+    /// This member's cluster id.
+    pub cluster_id: ClusterId,
+    /// Client for this member cluster.
+    pub member: Client,
+    /// Client for the hub (may be the same cluster).
+    pub hub: Client,
+    /// How long to wait after a change before reconciling, to batch bursts of events.
+    pub debounce: Duration,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("cluster_id", &self.cluster_id)
+            .field("debounce", &self.debounce)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the agent reports about itself: metrics, and readiness: what it still waits for,
+/// every watch's first list and then the first full pass.
+#[derive(Debug, Clone)]
+pub struct Telemetry {
+    pub metrics: metrics::Metrics,
+    pub readiness: atoll_watch::Readiness,
+}
+
+/// What readiness waits for after the watches.
+pub const FIRST_PASS: &str = "the first reconcile pass";
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self {
+            metrics: metrics::Metrics::default(),
+            readiness: atoll_watch::Readiness::waiting_for(
+                stores::WATCHES.into_iter().chain([FIRST_PASS]),
+            ),
+        }
+    }
+}
+
+/// Why the agent stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    WatchEnded(#[from] stores::WatchEnded),
+}
