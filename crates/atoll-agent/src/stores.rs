@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use atoll_api::hub::{ExportedService, LABEL_CLUSTER};
+use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::plan::Observed;
@@ -36,8 +36,8 @@ pub struct Stores {
     pub imports: Store<ServiceImport>,
     /// Hub: every member's ExportedService records.
     pub records: Store<ExportedService>,
-    /// Hub: every member's EndpointSlice copies.
-    pub hub_slices: Store<EndpointSlice>,
+    /// Hub: every member's copies of its exported EndpointSlices.
+    pub hub_slices: Store<ExportedEndpointSlice>,
 }
 
 impl Debug for Stores {
@@ -49,20 +49,18 @@ impl Debug for Stores {
 impl Stores {
     /// Starts every watch on the `member` cluster and the `hub`; each event notifies `trigger`.
     pub fn start(member: &Client, hub: &Client, trigger: Arc<Notify>) -> Self {
-        // MCS slices we wrote, never hub copies (a member may double as the hub).
+        // MCS slices we wrote.
         let ours = format!(
-            "{}={},!{}",
+            "{}={}",
             labels::ENDPOINTSLICE_MANAGED_BY,
             labels::ATOLL_ENDPOINTSLICE_MANAGER,
-            LABEL_CLUSTER
         );
-        // Slices of local Services: neither MCS slices nor hub copies.
+        // Slices of local Services, not MCS slices.
         let not_ours = format!(
-            "{},{}!={},!{}",
+            "{},{}!={}",
             labels::KUBERNETES_SERVICE_NAME,
             labels::ENDPOINTSLICE_MANAGED_BY,
             labels::ATOLL_ENDPOINTSLICE_MANAGER,
-            LABEL_CLUSTER
         );
         let (m, h) = (member, hub);
         Self {
@@ -82,18 +80,8 @@ impl Stores {
             ),
             namespaces: watch(m, WATCH_NAMESPACES, watcher::Config::default(), &trigger),
             imports: watch(m, WATCH_IMPORTS, watcher::Config::default(), &trigger),
-            records: watch(
-                h,
-                WATCH_RECORDS,
-                watcher::Config::default().labels(LABEL_CLUSTER),
-                &trigger,
-            ),
-            hub_slices: watch(
-                h,
-                WATCH_HUB_SLICES,
-                watcher::Config::default().labels(LABEL_CLUSTER),
-                &trigger,
-            ),
+            records: watch(h, WATCH_RECORDS, watcher::Config::default(), &trigger),
+            hub_slices: watch(h, WATCH_HUB_SLICES, watcher::Config::default(), &trigger),
         }
     }
 
@@ -176,7 +164,7 @@ const WATCH_MCS_SLICES: &str = "member MCS EndpointSlices";
 const WATCH_NAMESPACES: &str = "member Namespaces";
 const WATCH_IMPORTS: &str = "member ServiceImports";
 const WATCH_RECORDS: &str = "hub ExportedServices";
-const WATCH_HUB_SLICES: &str = "hub EndpointSlices";
+const WATCH_HUB_SLICES: &str = "hub ExportedEndpointSlices";
 /// A store of `K` in all namespaces of `client`'s cluster.
 fn watch<K>(
     client: &Client,

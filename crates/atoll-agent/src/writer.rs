@@ -7,7 +7,7 @@
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use atoll_api::hub::ExportedService;
+use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::plan::{
@@ -296,9 +296,9 @@ async fn hub_writes(
     let writes = &plan.hub;
     let (records, slices, stale_records, stale_slices) = futures::join!(
         apply_each::<ExportedService>(hub, &writes.apply_records, context),
-        apply_each::<EndpointSlice>(hub, &writes.apply_slices, context),
+        apply_each::<ExportedEndpointSlice>(hub, &writes.apply_slices, context),
         delete_each::<ExportedService>(hub, &writes.delete_records, context),
-        delete_each::<EndpointSlice>(hub, &writes.delete_slices, context),
+        delete_each::<ExportedEndpointSlice>(hub, &writes.delete_slices, context),
     );
     let failures = refusals(&context.metrics, &records, |record, _| {
         (record.spec.namespace.clone(), record.spec.name.clone())

@@ -52,7 +52,14 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         service_import()?,
         cluster_property()?,
         exported_service(),
+        exported_endpoint_slice(),
     ])
+}
+
+/// `exportedendpointslices.hub.atoll.dev`: the hub's copy of one member's EndpointSlice.
+pub fn exported_endpoint_slice() -> CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    crate::hub::ExportedEndpointSlice::crd()
 }
 
 /// `exportedservices.hub.atoll.dev`: the hub's record of one member's export.

@@ -1,6 +1,6 @@
 //! Objects Atoll keeps on the hub (`hub.atoll.dev`). Each member writes only into its own hub
-//! namespace `atoll-<cluster-id>`: one [`ExportedService`] per ServiceExport, plus copies of the
-//! exported Service's EndpointSlices (plain `discovery.k8s.io/v1` objects, labelled below).
+//! namespace `atoll-<cluster-id>`: one [`ExportedService`] per ServiceExport, plus one
+//! [`ExportedEndpointSlice`] per EndpointSlice of the exported Service.
 
 use std::collections::BTreeMap;
 
@@ -17,15 +17,6 @@ pub const GROUP: &str = "hub.atoll.dev";
 pub const NAMESPACE_PREFIX: &str = "atoll-";
 /// Label on hub objects: the cluster id of the member that wrote them.
 pub const LABEL_CLUSTER: &str = "hub.atoll.dev/cluster";
-/// Label on hub EndpointSlice copies: namespace of the exported Service.
-pub const LABEL_SERVICE_NAMESPACE: &str = "hub.atoll.dev/service-namespace";
-/// Label on hub EndpointSlice copies: name of the exported Service.
-pub const LABEL_SERVICE_NAME: &str = "hub.atoll.dev/service-name";
-
-/// `endpointslice.kubernetes.io/managed-by` of hub EndpointSlice copies. It differs from the
-/// value on MCS slices in members, so a member that doubles as the hub never mistakes one for
-/// the other.
-pub const ENDPOINTSLICE_MANAGER: &str = "hub.atoll.dev";
 
 /// The hub namespace of a member.
 pub fn namespace_for(cluster: &str) -> String {
@@ -88,4 +79,38 @@ pub struct ExportedServiceSpec {
     /// `spec.exportedAnnotations` of the ServiceExport.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub exported_annotations: BTreeMap<String, String>,
+}
+
+/// One member's copy of one EndpointSlice of an exported Service: the endpoints importers turn
+/// into MCS EndpointSlices. A hub type of its own rather than an `EndpointSlice`, so that members
+/// can be allowed to read every member's copies without being allowed to read the hub's own
+/// EndpointSlices when the hub is also a member.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "hub.atoll.dev",
+    version = "v1alpha1",
+    kind = "ExportedEndpointSlice",
+    namespaced,
+    shortname = "exeps",
+    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.cluster"}"#,
+    printcolumn = r#"{"name":"Service","type":"string","jsonPath":".spec.service"}"#,
+    printcolumn = r#"{"name":"AddressType","type":"string","jsonPath":".spec.addressType"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportedEndpointSliceSpec {
+    /// Cluster id of the exporting member; must match the hub namespace it is stored in.
+    pub cluster: String,
+    /// Namespace of the exported Service.
+    pub namespace: String,
+    /// Name of the exported Service.
+    pub service: String,
+    /// `IPv4` or `IPv6`, as on the source slice.
+    pub address_type: String,
+    /// The source slice's endpoints, without what only makes sense in their own cluster.
+    #[serde(default)]
+    pub endpoints: Vec<k8s_openapi::api::discovery::v1::Endpoint>,
+    /// The source slice's ports (target ports of the Service).
+    #[serde(default)]
+    pub ports: Vec<k8s_openapi::api::discovery::v1::EndpointPort>,
 }

@@ -3,15 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use atoll_api::hub::{self, ExportedService, ExportedServiceSpec};
-use atoll_api::labels;
+use atoll_api::hub::{
+    self, ExportedEndpointSlice, ExportedEndpointSliceSpec, ExportedService, ExportedServiceSpec,
+};
 use atoll_api::multicluster::{
     ClientIpConfig, ServiceImportType, ServicePort, SessionAffinityConfig, export_condition,
 };
 use atoll_api::v1beta1::ServiceExport;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// Whether an export can be published, with the `Valid` condition's reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,30 +116,25 @@ pub fn hub_slice(
     namespace: &str,
     service: &str,
     slice: &EndpointSlice,
-) -> EndpointSlice {
+) -> ExportedEndpointSlice {
     let source_name = slice.metadata.name.clone().unwrap_or_default();
-    EndpointSlice {
-        metadata: ObjectMeta {
-            name: Some(hub::record_name(namespace, &source_name)),
-            namespace: Some(hub::namespace_for(cluster)),
-            labels: Some(BTreeMap::from([
-                (hub::LABEL_CLUSTER.to_owned(), cluster.to_owned()),
-                (
-                    hub::LABEL_SERVICE_NAMESPACE.to_owned(),
-                    namespace.to_owned(),
-                ),
-                (hub::LABEL_SERVICE_NAME.to_owned(), service.to_owned()),
-                (
-                    labels::ENDPOINTSLICE_MANAGED_BY.to_owned(),
-                    labels::ATOLL_ENDPOINTSLICE_MANAGER.to_owned(),
-                ),
-            ])),
-            ..Default::default()
+    let mut copy = ExportedEndpointSlice::new(
+        &hub::record_name(namespace, &source_name),
+        ExportedEndpointSliceSpec {
+            cluster: cluster.to_owned(),
+            namespace: namespace.to_owned(),
+            service: service.to_owned(),
+            address_type: slice.address_type.clone(),
+            endpoints: slice.endpoints.iter().map(portable_endpoint).collect(),
+            ports: slice.ports.clone().unwrap_or_default(),
         },
-        address_type: slice.address_type.clone(),
-        endpoints: slice.endpoints.iter().map(portable_endpoint).collect(),
-        ports: slice.ports.clone(),
-    }
+    );
+    copy.metadata.namespace = Some(hub::namespace_for(cluster));
+    copy.metadata.labels = Some(BTreeMap::from([(
+        hub::LABEL_CLUSTER.to_owned(),
+        cluster.to_owned(),
+    )]));
+    copy
 }
 
 /// An endpoint without the fields that only make sense in its own cluster.
@@ -156,6 +152,7 @@ pub fn portable_endpoint(endpoint: &Endpoint) -> Endpoint {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{ServicePort as CorePort, ServiceSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn mk_service(type_: &str, cluster_ip: &str) -> Service {
         Service {
@@ -232,11 +229,16 @@ mod tests {
         };
         let copy = hub_slice("c2", "demo", "hello", &slice);
         assert_eq!(copy.metadata.name.as_deref(), Some("demo.hello-abcde"));
-        assert_eq!(copy.endpoints[0].node_name, None);
-        assert_eq!(copy.endpoints[0].hostname.as_deref(), Some("web-0"));
+        assert_eq!(copy.metadata.namespace.as_deref(), Some("atoll-c2"));
+        assert_eq!(copy.spec.endpoints[0].node_name, None);
+        assert_eq!(copy.spec.endpoints[0].hostname.as_deref(), Some("web-0"));
         assert_eq!(
-            copy.metadata.labels.unwrap()[labels::ENDPOINTSLICE_MANAGED_BY],
-            labels::ATOLL_ENDPOINTSLICE_MANAGER
+            (
+                copy.spec.cluster.as_str(),
+                copy.spec.namespace.as_str(),
+                copy.spec.service.as_str()
+            ),
+            ("c2", "demo", "hello")
         );
     }
 }

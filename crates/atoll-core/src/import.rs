@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use atoll_api::hub::ExportedEndpointSlice;
 use atoll_api::labels;
 use atoll_api::multicluster::{
     ClusterStatus, EndpointSliceObjects, ServiceImportStatus, ServiceImportType, ServicePort,
@@ -172,7 +173,7 @@ type PortKey = (Option<String>, Option<String>, Option<i32>);
 pub fn mcs_slices(
     merged: &MergedService,
     cluster: &str,
-    copies: &[&EndpointSlice],
+    copies: &[&ExportedEndpointSlice],
 ) -> Vec<EndpointSlice> {
     let served = merged
         .cluster_ports
@@ -182,13 +183,13 @@ pub fn mcs_slices(
     let count = merged.spec.ports.len();
     // (address type, ports) -> endpoints, in a deterministic order.
     let mut groups: BTreeMap<(String, Vec<PortKey>), Vec<Endpoint>> = BTreeMap::new();
-    let mut sorted: Vec<&&EndpointSlice> = copies.iter().collect();
+    let mut sorted: Vec<&&ExportedEndpointSlice> = copies.iter().collect();
     sorted.sort_by_key(|s| s.metadata.name.clone());
     for copy in sorted {
         let ports: Vec<EndpointPort> = served
             .iter()
             .filter_map(|p| {
-                let source = copy.ports.as_ref()?.iter().find(|sp| {
+                let source = copy.spec.ports.iter().find(|sp| {
                     sp.name.as_deref().filter(|n| !n.is_empty()) == p.name.as_deref()
                         && sp.protocol.as_deref().unwrap_or("TCP")
                             == p.protocol.as_deref().unwrap_or("TCP")
@@ -205,7 +206,7 @@ pub fn mcs_slices(
             .iter()
             .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
             .collect();
-        let endpoints = copy.endpoints.iter().filter_map(|e| {
+        let endpoints = copy.spec.endpoints.iter().filter_map(|e| {
             let addresses: Vec<String> = e
                 .addresses
                 .iter()
@@ -218,7 +219,7 @@ pub fn mcs_slices(
             })
         });
         groups
-            .entry((copy.address_type.clone(), key_ports))
+            .entry((copy.spec.address_type.clone(), key_ports))
             .or_default()
             .extend(endpoints);
     }

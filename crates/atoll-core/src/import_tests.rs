@@ -29,8 +29,12 @@ fn mk_record(
     }
 }
 
-fn mk_copy(name: &str, addresses: &[&str], ports: &[(&str, &str, i32)]) -> EndpointSlice {
-    EndpointSlice {
+fn mk_copy(
+    name: &str,
+    addresses: &[&str],
+    ports: &[(&str, &str, i32)],
+) -> atoll_api::hub::ExportedEndpointSlice {
+    let slice = EndpointSlice {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             ..Default::default()
@@ -59,7 +63,8 @@ fn mk_copy(name: &str, addresses: &[&str], ports: &[(&str, &str, i32)]) -> Endpo
                 })
                 .collect(),
         ),
-    }
+    };
+    crate::export::hub_slice("c1", "demo", "hello", &slice)
 }
 
 #[test]

@@ -1,10 +1,7 @@
 //! Hub objects are untrusted input: any writer of the hub could have made them. A record or a
 //! slice copy is used only if it is consistent with the member namespace it is stored in.
 
-use std::collections::BTreeMap;
-
-use atoll_api::hub::{self, ExportedService};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
 
 use crate::cluster_id::{ClusterId, is_dns_label};
 
@@ -32,13 +29,18 @@ pub fn record_problem(record: &ExportedService) -> Option<String> {
     None
 }
 
-/// `(service namespace, service name, source cluster)` of a hub slice copy, when its labels
-/// name them and it is stored in that cluster's hub namespace.
-pub fn slice_copy_owner(copy: &EndpointSlice) -> Option<(String, String, String)> {
-    let labels: &BTreeMap<String, String> = copy.metadata.labels.as_ref()?;
-    let cluster = labels.get(hub::LABEL_CLUSTER)?;
-    let namespace = labels.get(hub::LABEL_SERVICE_NAMESPACE)?;
-    let name = labels.get(hub::LABEL_SERVICE_NAME)?;
-    (copy.metadata.namespace.as_deref() == Some(hub::namespace_for(cluster).as_str()))
-        .then(|| (namespace.clone(), name.clone(), cluster.clone()))
+/// `(service namespace, service name, source cluster)` of a hub slice copy, when it is stored in
+/// the hub namespace of the cluster it names and that cluster id is valid.
+pub fn slice_copy_owner(copy: &ExportedEndpointSlice) -> Option<(String, String, String)> {
+    let spec = &copy.spec;
+    ClusterId::new(&spec.cluster).ok()?;
+    (copy.metadata.namespace.as_deref() == Some(hub::namespace_for(&spec.cluster).as_str())).then(
+        || {
+            (
+                spec.namespace.clone(),
+                spec.service.clone(),
+                spec.cluster.clone(),
+            )
+        },
+    )
 }

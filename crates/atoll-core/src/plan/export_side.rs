@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use atoll_api::hub::{self, ExportedService};
+use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
 use atoll_api::labels;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -12,7 +12,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::{ExportStatus, Feedback, HubWrites, ObjectKey, Observed, ServiceKey};
 use crate::announce::transitions;
 use crate::conditions::{Publication, export_conditions, same_conditions};
-use crate::diff::already_applied;
 use crate::export::{self, Validity};
 use crate::merge::MergedService;
 
@@ -46,7 +45,7 @@ pub(super) fn plan(
     // What the hub should hold for each live export.
     let mut validity: BTreeMap<ServiceKey, Validity> = BTreeMap::new();
     let mut records: BTreeMap<String, (ServiceKey, ExportedService)> = BTreeMap::new();
-    let mut copies: BTreeMap<String, EndpointSlice> = BTreeMap::new();
+    let mut copies: BTreeMap<String, ExportedEndpointSlice> = BTreeMap::new();
     for export in &observed.exports {
         if export.metadata.deletion_timestamp.is_some() {
             continue;
@@ -87,7 +86,9 @@ pub(super) fn plan(
         .map(|(_, r)| r.clone())
         .collect();
     writes.delete_records = delete;
-    let (apply, delete) = sync(&own, &observed.hub_slices, copies.iter(), already_applied);
+    let (apply, delete) = sync(&own, &observed.hub_slices, copies.iter(), |o, d| {
+        o.spec == d.spec && o.metadata.labels == d.metadata.labels
+    });
     writes.apply_slices = apply
         .iter()
         .filter_map(|n| copies.get(n))
@@ -173,8 +174,7 @@ where
 
 /// Access to the metadata of the hub object kinds, without depending on a client crate.
 mod kube_meta {
-    use atoll_api::hub::ExportedService;
-    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     pub(crate) trait HasMeta {
@@ -187,7 +187,7 @@ mod kube_meta {
         }
     }
 
-    impl HasMeta for EndpointSlice {
+    impl HasMeta for ExportedEndpointSlice {
         fn meta(&self) -> &ObjectMeta {
             &self.metadata
         }

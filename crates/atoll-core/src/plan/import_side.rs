@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use atoll_api::hub::ExportedEndpointSlice;
 use atoll_api::labels;
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::core::v1::Service;
@@ -20,7 +21,7 @@ use crate::merge::MergedService;
 use crate::trust::slice_copy_owner;
 
 /// `(service namespace, service name, source cluster)` -> that cluster's hub slice copies.
-type Copies<'a> = BTreeMap<(String, String, String), Vec<&'a EndpointSlice>>;
+type Copies<'a> = BTreeMap<(String, String, String), Vec<&'a ExportedEndpointSlice>>;
 
 /// The member objects observed, by key, the hub's slice copies and the clock.
 struct Here<'a> {

@@ -19,7 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use atoll_api::Condition;
-use atoll_api::hub::{ExportedService, ExportedServiceSpec};
+use atoll_api::hub::{ExportedEndpointSlice, ExportedService, ExportedServiceSpec};
 use atoll_api::multicluster::ServiceImportStatus;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -82,7 +82,7 @@ pub struct Observed {
     /// Hub: every member's ExportedService records.
     pub records: Vec<Arc<ExportedService>>,
     /// Hub: every member's EndpointSlice copies.
-    pub hub_slices: Vec<Arc<EndpointSlice>>,
+    pub hub_slices: Vec<Arc<ExportedEndpointSlice>>,
 }
 
 /// A write the API refused: its HTTP status (0 when no answer came) and message.
@@ -126,7 +126,7 @@ impl Feedback {
 pub struct HubWrites {
     pub apply_records: Vec<ExportedService>,
     pub delete_records: Vec<ObjectKey>,
-    pub apply_slices: Vec<EndpointSlice>,
+    pub apply_slices: Vec<ExportedEndpointSlice>,
     pub delete_slices: Vec<ObjectKey>,
 }
 

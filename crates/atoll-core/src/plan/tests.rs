@@ -588,7 +588,10 @@ fn an_endpoint_change_rewrites_one_hub_copy_then_one_member_slice() {
         );
         let first = world.step();
         assert_eq!(first.writes(), 1);
-        assert_eq!(first.hub.apply_slices[0].endpoints.len(), addresses.len());
+        assert_eq!(
+            first.hub.apply_slices[0].spec.endpoints.len(),
+            addresses.len()
+        );
         let second = world.step();
         assert_eq!(second.writes(), 1);
         let slice = &second.member.apply_slices[0];
