@@ -13,10 +13,11 @@
 #   multicluster.x-k8s.io_serviceexports.yaml   sigs.k8s.io/mcs-api            v0.5.2    config/crd/
 #   multicluster.x-k8s.io_serviceimports.yaml   sigs.k8s.io/mcs-api            v0.5.2    config/crd/
 #   about.k8s.io_clusterproperties.yaml         sigs.k8s.io/about-api          970300d   config/crd/
+#   multicluster.x-k8s.io_clusterprofiles.yaml  sigs.k8s.io/cluster-inventory-api 8375ac2 config/crd/bases/
 #
 # (As of this writing the proxy serves mcs-api v0.5.2, whose two files are byte-identical to
-# the reference copies, but not about-api, which is only reachable through the fallback.)
-# Atoll installs no ClusterProfile CRD, so sigs.k8s.io/cluster-inventory-api is not needed.
+# the reference copies, but neither about-api nor cluster-inventory-api, which are only reachable
+# through the fallback.)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -27,6 +28,7 @@ CRDS=(
   "multicluster.x-k8s.io_serviceexports.yaml sigs.k8s.io/mcs-api v0.5.2 config/crd"
   "multicluster.x-k8s.io_serviceimports.yaml sigs.k8s.io/mcs-api v0.5.2 config/crd"
   "about.k8s.io_clusterproperties.yaml sigs.k8s.io/about-api 970300d config/crd"
+  "multicluster.x-k8s.io_clusterprofiles.yaml sigs.k8s.io/cluster-inventory-api 8375ac2 config/crd/bases"
 )
 
 # The module's directory in the Go module cache, or nothing (with the reason logged) when it

@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde_json::{Value, json};
 
 use crate::about::{self, ClusterPropertySpec, ClusterPropertyStatus};
+use crate::inventory::{ClusterProfileSpec, ClusterProfileStatus};
 use crate::labels;
 use crate::multicluster::{
     self, ServiceExportSpec, ServiceExportStatus, ServiceImportSpec, ServiceImportStatus,
@@ -51,6 +52,7 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         service_export()?,
         service_import()?,
         cluster_property()?,
+        cluster_profile()?,
         exported_service(),
         exported_endpoint_slice(),
     ])
@@ -82,6 +84,7 @@ pub fn service_export() -> Result<CustomResourceDefinition, CrdError> {
         annotations: BTreeMap::new(),
         columns: vec![age_column("Age")],
         schema: object_schema::<ServiceExportSpec, ServiceExportStatus>(),
+        versions: ALPHA_AND_BETA,
     }
     .build()
 }
@@ -104,6 +107,7 @@ pub fn service_import() -> Result<CustomResourceDefinition, CrdError> {
             age_column("Age"),
         ],
         schema: object_schema::<ServiceImportSpec, ServiceImportStatus>(),
+        versions: ALPHA_AND_BETA,
     }
     .build()
 }
@@ -127,6 +131,28 @@ pub fn cluster_property() -> Result<CustomResourceDefinition, CrdError> {
         )]),
         columns: vec![column("value", "string", ".spec.value"), age_column("age")],
         schema: object_schema::<ClusterPropertySpec, ClusterPropertyStatus>(),
+        versions: ALPHA_AND_BETA,
+    }
+    .build()
+}
+
+/// `clusterprofiles.multicluster.x-k8s.io` (cluster-inventory-api, KEP-4322), v1alpha1.
+pub fn cluster_profile() -> Result<CustomResourceDefinition, CrdError> {
+    let mut schema = object_schema::<ClusterProfileSpec, ClusterProfileStatus>();
+    schema["required"] = json!(["spec"]);
+    CrdBuilder {
+        group: multicluster::GROUP,
+        kind: "ClusterProfile",
+        plural: "clusterprofiles",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        list_kind: Some("ClusterProfileList"),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        columns: Vec::new(),
+        schema,
+        versions: &["v1alpha1"],
     }
     .build()
 }
@@ -185,7 +211,12 @@ struct CrdBuilder {
     annotations: BTreeMap<String, String>,
     columns: Vec<CustomResourceColumnDefinition>,
     schema: Value,
+    /// Served versions, oldest first; the last one is stored.
+    versions: &'static [&'static str],
 }
+
+/// The MCS and about.k8s.io CRDs serve two versions with one schema, v1beta1 stored.
+const ALPHA_AND_BETA: &[&str] = &["v1alpha1", "v1beta1"];
 
 impl CrdBuilder {
     fn build(self) -> Result<CustomResourceDefinition, CrdError> {
@@ -211,7 +242,7 @@ impl CrdBuilder {
                 ))),
                 scale: None,
             }),
-            additional_printer_columns: Some(self.columns.clone()),
+            additional_printer_columns: (!self.columns.is_empty()).then(|| self.columns.clone()),
             ..Default::default()
         };
         Ok(CustomResourceDefinition {
@@ -237,7 +268,12 @@ impl CrdBuilder {
                     "Cluster"
                 }
                 .to_owned(),
-                versions: vec![version("v1alpha1", false), version("v1beta1", true)],
+                versions: self
+                    .versions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| version(v, i + 1 == self.versions.len()))
+                    .collect(),
                 conversion: None,
                 preserve_unknown_fields: None,
             },

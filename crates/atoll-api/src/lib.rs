@@ -4,7 +4,9 @@
 //!   the two served versions [`v1alpha1`] and [`v1beta1`]. Their schemas are identical upstream, so
 //!   both versions share one set of spec/status types and differ only in `apiVersion`.
 //! * [`about`]: KEP-2149 `about.k8s.io` ClusterProperty, which carries the cluster id.
-//! * [`hub`]: the records members publish on the hub (`hub.atoll.dev` ExportedService).
+//! * [`hub`]: the records members publish on the hub (`hub.atoll.dev` ExportedService and
+//!   ExportedEndpointSlice).
+//! * [`inventory`]: KEP-4322 ClusterProfile, one per member on the hub.
 //! * [`labels`]: well-known labels and annotations.
 //! * [`crd`]: the CustomResourceDefinitions `atoll crds` prints, schema-compatible with upstream.
 //!
@@ -14,6 +16,7 @@ pub mod about;
 pub mod condition;
 pub mod crd;
 pub mod hub;
+pub mod inventory;
 pub mod labels;
 pub mod multicluster;
 mod resource;

@@ -30,3 +30,11 @@ fn cluster_property_crd_matches_upstream() -> anyhow::Result<()> {
         reference("about.k8s.io_clusterproperties.yaml")?,
     )
 }
+
+#[test]
+fn cluster_profile_crd_matches_upstream() -> anyhow::Result<()> {
+    assert_compatible(
+        &crd::cluster_profile()?,
+        reference("multicluster.x-k8s.io_clusterprofiles.yaml")?,
+    )
+}
