@@ -55,7 +55,14 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         cluster_profile()?,
         exported_service(),
         exported_endpoint_slice(),
+        namespace_policy(),
     ])
+}
+
+/// `namespacepolicies.hub.atoll.dev`: the ClusterSet's namespace sameness policy.
+pub fn namespace_policy() -> CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    crate::hub::NamespacePolicy::crd()
 }
 
 /// `exportedendpointslices.hub.atoll.dev`: the hub's copy of one member's EndpointSlice.

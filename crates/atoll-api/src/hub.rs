@@ -114,3 +114,49 @@ pub struct ExportedEndpointSliceSpec {
     #[serde(default)]
     pub ports: Vec<k8s_openapi::api::discovery::v1::EndpointPort>,
 }
+
+/// Name of the one NamespacePolicy object of a ClusterSet.
+pub const NAMESPACE_POLICY: &str = "clusterset";
+
+/// Namespaces a member's agent never exports from or imports into, unless the ClusterSet's
+/// NamespacePolicy says otherwise.
+pub const DEFAULT_EXCLUDED_NAMESPACES: &[&str] = &[
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "atoll-system",
+];
+
+/// The ClusterSet's namespace sameness policy, top-down from the hub: which namespaces take
+/// part in multi-cluster services. Patterns are namespace names where `*` matches any run of
+/// characters. A namespace takes part if it matches an `include` pattern (or `include` is
+/// empty) and no `exclude` pattern. Without a policy object, the default exclusions apply.
+#[derive(CustomResource, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "hub.atoll.dev",
+    version = "v1alpha1",
+    kind = "NamespacePolicy",
+    shortname = "nspolicy",
+    printcolumn = r#"{"name":"Include","type":"string","jsonPath":".spec.include"}"#,
+    printcolumn = r#"{"name":"Exclude","type":"string","jsonPath":".spec.exclude"}"#
+)]
+pub struct NamespacePolicySpec {
+    /// Namespaces that take part (empty: all but the excluded ones).
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Namespaces that never take part.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+impl Default for NamespacePolicySpec {
+    fn default() -> Self {
+        Self {
+            include: Vec::new(),
+            exclude: DEFAULT_EXCLUDED_NAMESPACES
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect(),
+        }
+    }
+}

@@ -19,7 +19,9 @@ pub mod diff;
 pub mod dns;
 pub mod export;
 pub mod import;
+pub mod membership;
 pub mod merge;
+pub mod namespaces;
 pub mod plan;
 #[cfg(test)]
 mod test_support;

@@ -22,6 +22,11 @@ enum Command {
     Agent(cmd::agent::Args),
     /// Serve the clusterset.local DNS zone from this cluster's ServiceImports and MCS slices.
     Dns(cmd::dns::Args),
+    /// Admit a cluster to the ClusterSet: its hub namespace and credentials, ClusterProperties
+    /// and ClusterProfile. Run by an administrator who can reach both the member and the hub.
+    Join(cmd::join::JoinArgs),
+    /// Take a cluster out of the ClusterSet: its services are withdrawn everywhere.
+    Leave(cmd::join::LeaveArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -30,6 +35,8 @@ fn main() -> std::process::ExitCode {
         Command::Crds(args) => cmd::crds::run(&args, &mut std::io::stdout().lock()),
         Command::Dns(args) => serve(cmd::dns::run(args)),
         Command::Agent(args) => serve(cmd::agent::run(args)),
+        Command::Join(args) => serve(cmd::join::join(args)),
+        Command::Leave(args) => serve(cmd::join::leave(args)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -4,4 +4,5 @@ mod admin;
 pub mod agent;
 pub mod crds;
 pub mod dns;
+pub mod join;
 mod kubeconfig;
