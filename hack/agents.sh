@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs one `atoll agent` per cluster of the local ClusterSet (hub = c1); cN's admin server
-# (metrics, health) listens on 127.0.0.1:$(agent_admin_port cN) (lib.sh).
+# Runs one `atoll agent` per cluster of the local ClusterSet (hub = c1) as `hack/env-up.sh`
+# joined them: in the member as its agent ServiceAccount, on the hub with the credentials in the
+# member's Secret atoll-system/atoll-hub. cN's admin server (metrics, health) listens on
+# 127.0.0.1:$(agent_admin_port cN) (lib.sh).
 # Usage: hack/agents.sh start|stop|restart [cN ...]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -9,7 +11,7 @@ start() {
   [ -x "$ATOLL" ] || die "$ATOLL is missing: run 'cargo build -p atoll'"
   local admin
   admin=$(agent_admin_port "$1")
-  proc_start "agent-$1" "$ATOLL" agent --cluster-id "$1" --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" \
-    --context "kwok-$1" --hub-context kwok-c1 --admin-address "127.0.0.1:$admin"
+  proc_start "agent-$1" "$ATOLL" agent --kubeconfig "$ATOLL_ENV_DIR/agent-$1.kubeconfig" \
+    --admin-address "127.0.0.1:$admin"
 }
 proc_command agent agent_admin_port start "$@"

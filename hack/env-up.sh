@@ -44,6 +44,12 @@ componentsPatches:
     value: 127.0.0.1
   - key: service-cluster-ip-range
     value: 10.$((100 + i)).0.0/16
+# Each controller with its own ServiceAccount, as kubeadm does: the admission policy tells the
+# namespace controller and the garbage collector from the administrator.
+- name: kube-controller-manager
+  extraArgs:
+  - key: use-service-account-credentials
+    value: "true"
 YAML
   echo "$file"
 }
@@ -68,6 +74,19 @@ spec:
   podCIDR: 10.$((200 + $2)).0.0/24
   podCIDRs: [10.$((200 + $2)).0.0/24]
 YAML
+}
+
+# A kubeconfig for cN's agent in cN: the cluster's server and CA, the agent's ServiceAccount
+# token (atoll-system/atoll-agent, made by `atoll join`).
+agent_kubeconfig() { # name
+  local file=$ATOLL_ENV_DIR/agent-$1.kubeconfig token
+  token=$(kubectl --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$1" -n atoll-system \
+    create token atoll-agent --duration 48h)
+  kubectl --kubeconfig "$KUBECONFIG_FILE" config view --raw --minify --flatten \
+    --context "kwok-$1" >"$file"
+  kubectl --kubeconfig "$file" config set-credentials atoll-agent --token "$token" >/dev/null
+  kubectl --kubeconfig "$file" config set-context --current --user atoll-agent >/dev/null
+  chmod 600 "$file"
 }
 
 created=()
@@ -106,7 +125,19 @@ for i in $(seq 1 "$CLUSTERS"); do
   kubectl "${ctx[@]}" wait --for condition=established --timeout=60s \
     crd/serviceexports.multicluster.x-k8s.io crd/serviceimports.multicluster.x-k8s.io \
     crd/clusterproperties.about.k8s.io >/dev/null
+  "$ATOLL" admission-policy | kubectl "${ctx[@]}" apply -f - >/dev/null
   log "$name ready in $((SECONDS - start)) s"
+done
+
+# Membership: every cluster joins the ClusterSet through the hub c1 with `atoll join`, and its
+# agent runs with what join issued: hub credentials from the member's Secret, and in the member
+# the agent's own ServiceAccount (a short-lived token in a kubeconfig of its own).
+for i in $(seq 1 "$CLUSTERS"); do
+  name=c$i
+  "$ATOLL" join --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$name" --hub-context kwok-c1 \
+    --cluster-id "$name" --clusterset local >"$ATOLL_ENV_DIR/$name.join.log" 2>&1 \
+    || { cat "$ATOLL_ENV_DIR/$name.join.log" >&2; die "atoll join of $name failed"; }
+  agent_kubeconfig "$name"
 done
 trap - EXIT
 

@@ -18,6 +18,8 @@ pub struct AgentConfig {
     pub hub: Client,
     /// How long to wait after a change before reconciling, to batch bursts of events.
     pub debounce: Duration,
+    /// This member's ClusterProfile on the hub, kept mirroring its ClusterProperties.
+    pub profile: Option<atoll_core::plan::ObjectKey>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -56,4 +58,6 @@ impl Default for Telemetry {
 pub enum Error {
     #[error(transparent)]
     WatchEnded(#[from] stores::WatchEnded),
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
 }

@@ -2,7 +2,7 @@
 //! (`atoll_core::announce`); this publishes it.
 
 use atoll_core::announce::Announcement;
-use atoll_core::plan::ExportStatus;
+use atoll_core::plan::{ExportStatus, Rejected};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 
@@ -37,6 +37,31 @@ pub async fn publish(recorder: &Recorder, status: &ExportStatus) {
         if let Err(error) = recorder.publish(&event(announcement), &reference).await {
             tracing::warn!(%error, export = %status.key, reason = %announcement.reason, "publishing an Event failed");
         }
+    }
+}
+
+/// A Warning Event about a hub record this member will not use, on the member's own id
+/// ClusterProperty (so `kubectl describe clusterproperty cluster.clusterset.k8s.io` and
+/// `kubectl get events -n default` show it): members cannot write Events on the hub.
+pub async fn announce_rejected(recorder: &Recorder, rejected: &Rejected) {
+    let reference = ObjectReference {
+        api_version: Some("about.k8s.io/v1beta1".to_owned()),
+        kind: Some("ClusterProperty".to_owned()),
+        name: Some(atoll_api::labels::CLUSTER_ID_PROPERTY.to_owned()),
+        ..Default::default()
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "HubRecordRejected".to_owned(),
+        note: Some(format!(
+            "ignoring hub record {}: {}",
+            rejected.record, rejected.problem
+        )),
+        action: "Import".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, &reference).await {
+        tracing::warn!(%error, record = %rejected.record, "publishing an Event failed");
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod config;
 pub mod events;
+pub mod identity;
 pub mod metrics;
 pub mod reconcile;
 pub mod stores;
@@ -26,9 +27,15 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), Error> {
     let trigger = Arc::new(Notify::new());
-    let stores = stores::Stores::start(&config.member, &config.hub, trigger.clone());
+    let stores = stores::Stores::start(
+        &config.member,
+        &config.hub,
+        config.profile.as_ref(),
+        trigger.clone(),
+    );
     tokio::select! {
         result = reconcile::run_loop(&config, &stores, &trigger, &telemetry) => result,
+        error = identity::id_changed(config.member.clone(), config.cluster_id.clone()) => Err(error.into()),
         () = shutdown => {
             tracing::info!("shutting down");
             Ok(())

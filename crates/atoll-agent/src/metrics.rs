@@ -33,6 +33,8 @@ pub struct Metrics {
     pub conflicts: Gauge,
     /// Exported services not imported here because their namespace does not exist here.
     pub imports_skipped: Gauge,
+    /// Exported services not imported because the namespace policy excludes their namespace.
+    pub imports_excluded: Gauge,
     /// API writes by kind and verb.
     pub writes: Family<WriteLabels, Counter>,
     /// Failed API writes, by kind.
@@ -52,6 +54,7 @@ impl Default for Metrics {
             imports: Gauge::default(),
             conflicts: Gauge::default(),
             imports_skipped: Gauge::default(),
+            imports_excluded: Gauge::default(),
             writes: Family::default(),
             write_errors: Family::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
@@ -88,6 +91,11 @@ impl Metrics {
             "imports_skipped_namespace_missing",
             "Exported services not imported because their namespace does not exist in this cluster",
             self.imports_skipped.clone(),
+        );
+        r.register(
+            "imports_excluded_namespace",
+            "Exported services not imported because the ClusterSet's NamespacePolicy excludes their namespace",
+            self.imports_excluded.clone(),
         );
         r.register(
             "api_writes",

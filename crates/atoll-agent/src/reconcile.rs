@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use atoll_core::plan::{Feedback, Report, ServiceKey, plan};
+use atoll_core::plan::{Feedback, Member, Rejected, Report, ServiceKey, plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Recorder, Reporter};
@@ -14,6 +14,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::Notify;
 
 use crate::config::{AgentConfig, Error, FIRST_PASS, Telemetry};
+use crate::events;
 use crate::stores::Stores;
 use crate::writer::{self, Context, WriteCounter};
 
@@ -26,23 +27,33 @@ const RETRY: Duration = Duration::from_secs(5);
 struct Reported {
     rejected: BTreeSet<String>,
     skipped: BTreeSet<ServiceKey>,
+    excluded: BTreeSet<ServiceKey>,
 }
 
 impl Reported {
-    fn log(&mut self, report: &Report) {
+    /// Logs what is new in `report`; returns the hub records rejected for the first time.
+    fn log<'a>(&mut self, report: &'a Report) -> Vec<&'a Rejected> {
         let mut rejected = BTreeSet::new();
+        let mut new = Vec::new();
         for r in &report.rejected {
             if !self.rejected.contains(&r.version) {
                 tracing::warn!(record = %r.record, problem = %r.problem, "ignoring a malformed hub record");
+                new.push(r);
             }
             rejected.insert(r.version.clone());
         }
         self.rejected = rejected;
+        let excluded: BTreeSet<ServiceKey> = report.excluded.iter().cloned().collect();
+        for (ns, name) in excluded.difference(&self.excluded) {
+            tracing::warn!(namespace = %ns, service = %name, "not importing: the ClusterSet's NamespacePolicy excludes the namespace");
+        }
+        self.excluded = excluded;
         let skipped: BTreeSet<ServiceKey> = report.skipped.iter().cloned().collect();
         for (ns, name) in skipped.difference(&self.skipped) {
             tracing::warn!(namespace = %ns, service = %name, "not importing: the namespace does not exist in this cluster; create it to receive the import");
         }
         self.skipped = skipped;
+        new
     }
 }
 
@@ -68,9 +79,12 @@ pub async fn run_loop(
         metrics: telemetry.metrics.clone(),
         recorder: Recorder::new(config.member.clone(), reporter),
     };
+    let member = Member {
+        id: config.cluster_id.clone(),
+        profile: config.profile.clone(),
+    };
     let mut reported = Reported::default();
     let mut feedback = Feedback::default();
-    let mut hub_namespace = false;
     let mut retry = false;
     loop {
         if retry {
@@ -85,22 +99,19 @@ pub async fn run_loop(
         let started = Instant::now();
         let before = context.writes.total();
         let mut errors = 0;
-        if !hub_namespace {
-            hub_namespace =
-                writer::ensure_hub_namespace(&config.hub, config.cluster_id.as_str(), &context)
-                    .await;
-            errors += usize::from(!hub_namespace);
-        }
         let observed = stores.snapshot();
         let now = Time(Timestamp::now());
-        let planned = plan(&config.cluster_id, &observed, &feedback, &now);
-        reported.log(&planned.report);
+        let planned = plan(&member, &observed, &feedback, &now);
+        for rejected in reported.log(&planned.report) {
+            events::announce_rejected(&context.recorder, rejected).await;
+        }
         let m = &context.metrics;
         m.records.set(gauge(planned.report.trusted_records));
         m.records_rejected.set(gauge(planned.report.rejected.len()));
         m.conflicts.set(gauge(planned.report.conflicts));
         m.imports.set(gauge(planned.report.imports));
         m.imports_skipped.set(gauge(planned.report.skipped.len()));
+        m.imports_excluded.set(gauge(planned.report.excluded.len()));
         let outcome = writer::execute(&config.hub, &config.member, &planned, &context).await;
         errors += outcome.errors;
         telemetry.readiness.done(FIRST_PASS);

@@ -5,10 +5,12 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
+use atoll_api::about::v1beta1::ClusterProperty;
+use atoll_api::hub::{ExportedEndpointSlice, ExportedService, NamespacePolicy};
+use atoll_api::inventory::ClusterProfile;
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
-use atoll_core::plan::Observed;
+use atoll_core::plan::{ObjectKey, Observed};
 use atoll_watch::Readiness;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -38,6 +40,12 @@ pub struct Stores {
     pub records: Store<ExportedService>,
     /// Hub: every member's copies of its exported EndpointSlices.
     pub hub_slices: Store<ExportedEndpointSlice>,
+    /// Hub: the ClusterSet's namespace policy.
+    pub policies: Store<NamespacePolicy>,
+    /// Member: its ClusterProperties.
+    pub properties: Store<ClusterProperty>,
+    /// Hub: this member's ClusterProfile, once joined.
+    pub profile: Option<Store<ClusterProfile>>,
 }
 
 impl Debug for Stores {
@@ -47,8 +55,14 @@ impl Debug for Stores {
 }
 
 impl Stores {
-    /// Starts every watch on the `member` cluster and the `hub`; each event notifies `trigger`.
-    pub fn start(member: &Client, hub: &Client, trigger: Arc<Notify>) -> Self {
+    /// Starts every watch on the `member` cluster and the `hub` (including this member's
+    /// ClusterProfile `profile`, when it has one); each event notifies `trigger`.
+    pub fn start(
+        member: &Client,
+        hub: &Client,
+        profile: Option<&ObjectKey>,
+        trigger: Arc<Notify>,
+    ) -> Self {
         // MCS slices we wrote.
         let ours = format!(
             "{}={}",
@@ -82,6 +96,17 @@ impl Stores {
             imports: watch(m, WATCH_IMPORTS, watcher::Config::default(), &trigger),
             records: watch(h, WATCH_RECORDS, watcher::Config::default(), &trigger),
             hub_slices: watch(h, WATCH_HUB_SLICES, watcher::Config::default(), &trigger),
+            policies: watch(h, WATCH_POLICIES, watcher::Config::default(), &trigger),
+            properties: watch(m, WATCH_PROPERTIES, watcher::Config::default(), &trigger),
+            profile: profile.map(|key| {
+                atoll_watch::reflect(
+                    Api::namespaced(h.clone(), &key.namespace),
+                    watcher::Config::default().fields(&format!("metadata.name={}", key.name)),
+                    trigger.clone(),
+                    WATCH_PROFILE,
+                    atoll_watch::keep_all,
+                )
+            }),
         }
     }
 
@@ -96,6 +121,9 @@ impl Stores {
             imports: self.imports.state(),
             records: self.records.state(),
             hub_slices: self.hub_slices.state(),
+            policies: self.policies.state(),
+            properties: self.properties.state(),
+            profiles: self.profile.as_ref().map(Store::state).unwrap_or_default(),
         }
     }
 
@@ -104,7 +132,7 @@ impl Stores {
     /// watch, if one ends before its first list: nothing may be written then, since missing
     /// objects would look deleted.
     pub async fn wait_until_ready(&self, readiness: &Readiness) -> Result<(), WatchEnded> {
-        let waits = [
+        let mut waits = vec![
             (WATCH_EXPORTS, self.exports.wait_until_ready().boxed()),
             (WATCH_SERVICES, self.services.wait_until_ready().boxed()),
             (
@@ -116,7 +144,13 @@ impl Stores {
             (WATCH_IMPORTS, self.imports.wait_until_ready().boxed()),
             (WATCH_RECORDS, self.records.wait_until_ready().boxed()),
             (WATCH_HUB_SLICES, self.hub_slices.wait_until_ready().boxed()),
+            (WATCH_POLICIES, self.policies.wait_until_ready().boxed()),
+            (WATCH_PROPERTIES, self.properties.wait_until_ready().boxed()),
         ];
+        if let Some(profile) = &self.profile {
+            readiness.wait_for(WATCH_PROFILE);
+            waits.push((WATCH_PROFILE, profile.wait_until_ready().boxed()));
+        }
         let all = futures::future::try_join_all(waits.into_iter().map(|(name, wait)| async move {
             wait.await.map_err(|_| WatchEnded { watch: name })?;
             readiness.done(name);
@@ -145,7 +179,7 @@ pub struct WatchEnded {
 }
 
 /// Every watch, by the name logs and `/readyz` show.
-pub const WATCHES: [&str; 8] = [
+pub const WATCHES: [&str; 10] = [
     WATCH_EXPORTS,
     WATCH_SERVICES,
     WATCH_SERVICE_SLICES,
@@ -154,6 +188,8 @@ pub const WATCHES: [&str; 8] = [
     WATCH_IMPORTS,
     WATCH_RECORDS,
     WATCH_HUB_SLICES,
+    WATCH_POLICIES,
+    WATCH_PROPERTIES,
 ];
 
 // Names of the watches, as logs and `/readyz` show them.
@@ -165,6 +201,9 @@ const WATCH_NAMESPACES: &str = "member Namespaces";
 const WATCH_IMPORTS: &str = "member ServiceImports";
 const WATCH_RECORDS: &str = "hub ExportedServices";
 const WATCH_HUB_SLICES: &str = "hub ExportedEndpointSlices";
+const WATCH_POLICIES: &str = "hub NamespacePolicies";
+const WATCH_PROPERTIES: &str = "member ClusterProperties";
+const WATCH_PROFILE: &str = "hub ClusterProfile";
 /// A store of `K` in all namespaces of `client`'s cluster.
 fn watch<K>(
     client: &Client,

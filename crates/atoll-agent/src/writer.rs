@@ -8,16 +8,18 @@ use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
+use atoll_api::inventory::ClusterProfile;
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::plan::{
-    ExportStatus, Feedback, ImportApply, ImportStatus, ObjectKey, Plan, Refusal, ServiceKey,
+    ExportStatus, Feedback, ImportApply, ImportStatus, ObjectKey, Plan, ProfileStatus, Refusal,
+    ServiceKey,
 };
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::Recorder;
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::counter::Counter;
@@ -274,17 +276,18 @@ where
 /// Executes `plan`: hub writes, member writes and export statuses run side by side; within the
 /// member, each ServiceImport is applied before its status.
 pub async fn execute(hub: &Client, member: &Client, plan: &Plan, context: &Context) -> Outcome {
-    let (hub_result, member_result, export_errors) = futures::join!(
+    let (hub_result, member_result, export_errors, profile_errors) = futures::join!(
         hub_writes(hub, plan, context),
         member_writes(member, plan, context),
         export_statuses(member, &plan.export_statuses, context),
+        profile_status(hub, plan.profile.as_ref(), context),
     );
     let mut outcome = Outcome::default();
     let (publish_failures, hub_errors) = hub_result;
     let (derived_failures, member_errors) = member_result;
     outcome.feedback.publish_failures = publish_failures;
     outcome.feedback.derived_failures = derived_failures;
-    outcome.errors = hub_errors + member_errors + export_errors;
+    outcome.errors = hub_errors + member_errors + export_errors + profile_errors;
     outcome
 }
 
@@ -417,6 +420,24 @@ async fn imports_then_statuses(
     errors
 }
 
+/// The member's ClusterProfile properties on the hub.
+async fn profile_status(hub: &Client, status: Option<&ProfileStatus>, context: &Context) -> usize {
+    let Some(status) = status else {
+        return 0;
+    };
+    let partial = json!({
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+        "status": { "properties": status.properties },
+    });
+    match apply_status::<ClusterProfile>(hub, &status.key, &partial, &context.writes).await {
+        Ok(()) => 0,
+        Err(error) => {
+            report(&context.metrics, &error);
+            1
+        }
+    }
+}
+
 /// Export conditions, each preceded by the Events announcing its changes.
 async fn export_statuses(member: &Client, statuses: &[ExportStatus], context: &Context) -> usize {
     let errors: Vec<WriteError> = futures::stream::iter(statuses)
@@ -435,44 +456,6 @@ async fn export_statuses(member: &Client, statuses: &[ExportStatus], context: &C
         .collect()
         .await;
     report_all(&context.metrics, errors.iter())
-}
-
-/// Creates this member's hub namespace unless it exists. Refused (403) is fine too: with
-/// per-member credentials, the namespace is made for the member when it joins.
-pub async fn ensure_hub_namespace(hub: &Client, cluster: &str, context: &Context) -> bool {
-    let namespace = atoll_api::hub::namespace_for(cluster);
-    let api: Api<Namespace> = Api::all(hub.clone());
-    let failed = |source| {
-        report(
-            &context.metrics,
-            &WriteError {
-                kind: "Namespace".to_owned(),
-                verb: "create",
-                key: ObjectKey::new("", &namespace),
-                source,
-            },
-        );
-        false
-    };
-    match api.get_opt(&namespace).await {
-        Ok(Some(_)) => return true,
-        Ok(None) => {}
-        Err(kube::Error::Api(e)) if e.code == 403 => return true,
-        Err(source) => return failed(source),
-    }
-    let object = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(namespace.clone()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    context.writes.add("Namespace", "create");
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => true,
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 403 => true,
-        Err(source) => failed(source),
-    }
 }
 
 #[cfg(test)]

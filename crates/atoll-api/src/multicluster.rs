@@ -26,6 +26,9 @@ pub mod export_condition {
     pub const REASON_NO_SERVICE: &str = "NoService";
     /// `Valid=False`: the Service's type cannot be exported (ExternalName).
     pub const REASON_INVALID_SERVICE_TYPE: &str = "InvalidServiceType";
+    /// `Valid=False` (Atoll's own reason): the ClusterSet's namespace policy excludes the
+    /// export's namespace.
+    pub const REASON_NAMESPACE_EXCLUDED: &str = "NamespaceExcluded";
     /// `Ready=True` in a push model: the export reached the shared control plane.
     pub const REASON_EXPORTED: &str = "Exported";
     /// `Ready=True` in a pull model.

@@ -22,6 +22,8 @@ pub enum Validity {
     NoService,
     /// The Service has a type that cannot be exported (ExternalName).
     InvalidServiceType(String),
+    /// The ClusterSet's namespace policy excludes the namespace (the message says how).
+    NamespaceExcluded(String),
 }
 
 impl Validity {
@@ -49,6 +51,11 @@ impl Validity {
                 false,
                 export_condition::REASON_INVALID_SERVICE_TYPE,
                 format!("Services of type {t} cannot be exported"),
+            ),
+            Self::NamespaceExcluded(why) => (
+                false,
+                export_condition::REASON_NAMESPACE_EXCLUDED,
+                format!("{why}; change the policy on the hub to export from here"),
             ),
         }
     }

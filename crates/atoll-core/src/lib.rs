@@ -11,6 +11,7 @@
 //! * [`diff`]: desired versus observed, and what Atoll owns.
 //! * [`plan`]: one reconcile pass as a pure function, from observed state to every write.
 
+pub mod admission;
 pub mod announce;
 pub mod cluster_id;
 pub mod conditions;

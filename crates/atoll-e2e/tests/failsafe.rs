@@ -86,9 +86,9 @@ fn start_agent(set: &ClusterSet, hub_kubeconfig: &PathBuf) -> anyhow::Result<Chi
         });
     let log = std::env::temp_dir().join("atoll-failsafe-agent.log");
     Command::new(&binary)
-        .args(["agent", "--cluster-id", "c3", "--context", "kwok-c3"])
-        .arg("--kubeconfig")
-        .arg(&set.kubeconfig)
+        // In c3 as c3's agent (hack/env-up.sh wrote its kubeconfig beside the ClusterSet's).
+        .args(["agent", "--kubeconfig"])
+        .arg(set.kubeconfig.with_file_name("agent-c3.kubeconfig"))
         .arg("--hub-kubeconfig")
         .arg(hub_kubeconfig)
         .args(["--admin-address", &format!("127.0.0.1:{ADMIN_PORT}")])

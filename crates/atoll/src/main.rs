@@ -18,6 +18,8 @@ struct Cli {
 enum Command {
     /// Print the CustomResourceDefinitions Atoll needs, ready for `kubectl apply -f -`.
     Crds(cmd::crds::Args),
+    /// Print the admission policy that lets only the agent change imported objects.
+    AdmissionPolicy(cmd::policy::Args),
     /// Run the agent of one member cluster: publish its exports on the hub, import everyone's.
     Agent(cmd::agent::Args),
     /// Serve the clusterset.local DNS zone from this cluster's ServiceImports and MCS slices.
@@ -33,6 +35,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crds(args) => cmd::crds::run(&args, &mut std::io::stdout().lock()),
+        Command::AdmissionPolicy(args) => cmd::policy::run(&args, &mut std::io::stdout().lock()),
         Command::Dns(args) => serve(cmd::dns::run(args)),
         Command::Agent(args) => serve(cmd::agent::run(args)),
         Command::Join(args) => serve(cmd::join::join(args)),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
+use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService, NamespacePolicySpec};
 use atoll_api::labels;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -18,6 +18,7 @@ use crate::merge::MergedService;
 pub(super) fn plan(
     cluster: &str,
     observed: &Observed,
+    policy: &NamespacePolicySpec,
     feedback: &Feedback,
     merged: &BTreeMap<ServiceKey, MergedService>,
     now: &Time,
@@ -52,7 +53,10 @@ pub(super) fn plan(
         }
         let key = key_of(&export.metadata);
         let service = services.get(&key).copied();
-        let verdict = Validity::of(service);
+        let verdict = match crate::namespaces::excluded(policy, &key.0) {
+            Some(why) => Validity::NamespaceExcluded(why),
+            None => Validity::of(service),
+        };
         if let (Validity::Valid, Some(service)) = (&verdict, service) {
             let record = export::record(cluster, export, service);
             let name = record.metadata.name.clone().unwrap_or_default();

@@ -19,7 +19,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use atoll_api::Condition;
-use atoll_api::hub::{ExportedEndpointSlice, ExportedService, ExportedServiceSpec};
+use atoll_api::about::v1beta1::ClusterProperty;
+use atoll_api::hub::{
+    ExportedEndpointSlice, ExportedService, ExportedServiceSpec, NAMESPACE_POLICY, NamespacePolicy,
+    NamespacePolicySpec,
+};
+use atoll_api::inventory::{ClusterProfile, Property};
 use atoll_api::multicluster::ServiceImportStatus;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -83,6 +88,26 @@ pub struct Observed {
     pub records: Vec<Arc<ExportedService>>,
     /// Hub: every member's EndpointSlice copies.
     pub hub_slices: Vec<Arc<ExportedEndpointSlice>>,
+    /// Hub: the ClusterSet's NamespacePolicy (at most the one named `clusterset` counts).
+    pub policies: Vec<Arc<NamespacePolicy>>,
+    /// Member: its ClusterProperties.
+    pub properties: Vec<Arc<ClusterProperty>>,
+    /// Hub: this member's ClusterProfile, when it has one.
+    pub profiles: Vec<Arc<ClusterProfile>>,
+}
+
+/// Who is planning: the member's cluster id and, once joined, its ClusterProfile on the hub.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub id: ClusterId,
+    pub profile: Option<ObjectKey>,
+}
+
+impl Member {
+    /// A member without a ClusterProfile to keep current.
+    pub fn new(id: ClusterId) -> Self {
+        Self { id, profile: None }
+    }
 }
 
 /// A write the API refused: its HTTP status (0 when no answer came) and message.
@@ -202,12 +227,22 @@ pub struct Report {
     pub imports: usize,
     /// Services not imported because their namespace does not exist in this member.
     pub skipped: Vec<ServiceKey>,
+    /// Services not imported because the namespace policy excludes their namespace.
+    pub excluded: Vec<ServiceKey>,
+}
+
+/// New `status.properties` for this member's ClusterProfile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileStatus {
+    pub key: ObjectKey,
+    pub properties: Vec<Property>,
 }
 
 /// Every write of one pass.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     pub hub: HubWrites,
+    pub profile: Option<ProfileStatus>,
     pub member: MemberWrites,
     pub export_statuses: Vec<ExportStatus>,
     pub report: Report,
@@ -230,27 +265,74 @@ impl Plan {
             + m.delete_derived.len()
             + m.delete_slices.len()
             + self.export_statuses.len()
+            + usize::from(self.profile.is_some())
     }
 }
 
-/// The plan of one pass for member `cluster`, at time `now`.
-pub fn plan(cluster: &ClusterId, observed: &Observed, feedback: &Feedback, now: &Time) -> Plan {
+/// The plan of one pass for `member`, at time `now`.
+pub fn plan(member: &Member, observed: &Observed, feedback: &Feedback, now: &Time) -> Plan {
+    let policy = observed
+        .policies
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(NAMESPACE_POLICY))
+        .map(|p| p.spec.clone())
+        .unwrap_or_default();
     let mut report = Report::default();
-    let merged = merge_trusted(observed, &mut report);
+    let merged = merge_trusted(observed, &policy, &mut report);
     report.conflicts = merged.values().filter(|m| m.conflicts.any()).count();
+    let cluster = member.id.as_str();
     let (hub, export_statuses) =
-        export_side::plan(cluster.as_str(), observed, feedback, &merged, now);
-    let member = import_side::plan(observed, feedback, &merged, now, &mut report);
+        export_side::plan(cluster, observed, &policy, feedback, &merged, now);
+    let member_writes = import_side::plan(observed, feedback, &merged, now, &mut report);
     Plan {
         hub,
-        member,
+        profile: profile_status(member, observed, now),
+        member: member_writes,
         export_statuses,
         report,
     }
 }
 
+/// The ClusterProfile's properties when they no longer mirror the member's ClusterProperties
+/// (observation times do not count as a difference).
+fn profile_status(member: &Member, observed: &Observed, now: &Time) -> Option<ProfileStatus> {
+    let key = member.profile.as_ref()?;
+    let profile = observed
+        .profiles
+        .iter()
+        .find(|p| &ObjectKey::of(&p.metadata) == key)?;
+    let want = crate::membership::mirrored_properties(
+        observed
+            .properties
+            .iter()
+            .filter_map(|p| Some((p.metadata.name.as_deref()?, p.spec.as_ref()?.value.as_str()))),
+        now,
+    );
+    let have = profile
+        .status
+        .as_ref()
+        .map(|s| s.properties.as_slice())
+        .unwrap_or_default();
+    let pairs = |props: &[Property]| -> Vec<(String, String)> {
+        let mut v: Vec<_> = props
+            .iter()
+            .map(|p| (p.name.clone(), p.value.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    (pairs(&want) != pairs(have)).then(|| ProfileStatus {
+        key: key.clone(),
+        properties: want,
+    })
+}
+
 /// Every trusted hub record, merged per service; untrusted ones go to the report.
-fn merge_trusted(observed: &Observed, report: &mut Report) -> BTreeMap<ServiceKey, MergedService> {
+fn merge_trusted(
+    observed: &Observed,
+    policy: &NamespacePolicySpec,
+    report: &mut Report,
+) -> BTreeMap<ServiceKey, MergedService> {
     let mut groups: BTreeMap<ServiceKey, Vec<&ExportedServiceSpec>> = BTreeMap::new();
     for record in &observed.records {
         if let Some(problem) = record_problem(record) {
@@ -267,6 +349,13 @@ fn merge_trusted(observed: &Observed, report: &mut Report) -> BTreeMap<ServiceKe
             continue;
         }
         report.trusted_records += 1;
+        if crate::namespaces::excluded(policy, &record.spec.namespace).is_some() {
+            let key = (record.spec.namespace.clone(), record.spec.name.clone());
+            if !report.excluded.contains(&key) {
+                report.excluded.push(key);
+            }
+            continue;
+        }
         groups
             .entry((record.spec.namespace.clone(), record.spec.name.clone()))
             .or_default()

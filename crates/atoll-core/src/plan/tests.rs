@@ -122,7 +122,7 @@ const TCP42: &[(&str, &str, i32)] = &[("tcp", "TCP", 42)];
 
 /// The stores of one member that is also the hub, and the apiserver's answers to writes.
 struct World {
-    cluster: ClusterId,
+    member: Member,
     observed: Observed,
     feedback: Feedback,
     /// Derived Services the member's apiserver refuses (namespace/name -> refusal).
@@ -149,7 +149,7 @@ impl World {
             ..Default::default()
         };
         Self {
-            cluster: ClusterId::new(cluster).unwrap(),
+            member: Member::new(ClusterId::new(cluster).unwrap()),
             observed,
             feedback: Feedback::default(),
             refuse_derived: BTreeMap::new(),
@@ -160,7 +160,7 @@ impl World {
 
     fn plan(&self) -> Plan {
         plan(
-            &self.cluster,
+            &self.member,
             &self.observed,
             &self.feedback,
             &at(self.clock),
@@ -716,4 +716,104 @@ mod properties {
             }
         }
     }
+}
+
+#[test]
+fn an_export_in_an_excluded_namespace_is_invalid_and_such_records_are_not_imported() {
+    let mut world = World::new("c2");
+    upsert(
+        &mut world.observed.namespaces,
+        namespace("kube-system"),
+        |n| &n.metadata,
+    );
+    let mut svc = service("dns", TCP42, &["IPv4"]);
+    svc.metadata.namespace = Some("kube-system".into());
+    upsert(&mut world.observed.services, svc.clone(), |s| &s.metadata);
+    let mut exp = export("dns", 0);
+    exp.metadata.namespace = Some("kube-system".into());
+    upsert(&mut world.observed.exports, exp.clone(), |e| &e.metadata);
+    // Another member publishes a record for kube-system anyway.
+    let record = crate::export::record("c9", &exp, &svc);
+    upsert(&mut world.observed.records, record, |r| &r.metadata);
+
+    let plan = world.step();
+    assert!(
+        plan.hub.apply_records.is_empty(),
+        "nothing published from kube-system"
+    );
+    assert!(plan.member.apply_derived.is_empty() && plan.member.apply_imports.is_empty());
+    assert_eq!(
+        plan.report.excluded,
+        [("kube-system".to_owned(), "dns".to_owned())]
+    );
+    let status = &plan.export_statuses[0];
+    assert_eq!(status.key, ObjectKey::new("kube-system", "dns"));
+    assert_eq!(
+        summary(&status.conditions)[0],
+        c("Valid", ConditionStatus::False, "NamespaceExcluded")
+    );
+    assert!(
+        status.conditions[0]
+            .message
+            .contains("NamespacePolicy clusterset")
+    );
+
+    // A policy that includes kube-system lets it through, without a restart.
+    let policy = atoll_api::hub::NamespacePolicy::new(
+        atoll_api::hub::NAMESPACE_POLICY,
+        atoll_api::hub::NamespacePolicySpec::default(),
+    );
+    let mut open = policy.clone();
+    open.spec.exclude.clear();
+    world.observed.policies = vec![Arc::new(open)];
+    world.converge();
+    assert!(world.import("dns").is_some());
+    assert_eq!(
+        world.export_conditions("dns")[0],
+        c("Valid", ConditionStatus::True, "Valid")
+    );
+}
+
+#[test]
+fn the_cluster_profile_mirrors_the_members_cluster_properties() {
+    let mut world = World::new("c2");
+    let key = ObjectKey::new("atoll-inventory", "c2");
+    world.member.profile = Some(key.clone());
+    let mut profile = atoll_api::inventory::ClusterProfile::new("c2", Default::default());
+    profile.metadata.namespace = Some("atoll-inventory".into());
+    world.observed.profiles = vec![Arc::new(profile.clone())];
+    let property = |name: &str, value: &str| {
+        Arc::new(atoll_api::about::v1beta1::ClusterProperty::new(
+            name,
+            Some(atoll_api::about::ClusterPropertySpec {
+                value: value.into(),
+            }),
+        ))
+    };
+    world.observed.properties = vec![
+        property("cluster.clusterset.k8s.io", "c2"),
+        property("region", "eu-1"),
+    ];
+    let plan = world.plan();
+    let status = plan.profile.expect("the profile lags behind");
+    assert_eq!(status.key, key);
+    let pairs: Vec<(&str, &str)> = status
+        .properties
+        .iter()
+        .map(|p| (p.name.as_str(), p.value.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [("cluster.clusterset.k8s.io", "c2"), ("region", "eu-1")]
+    );
+    profile.status = Some(atoll_api::inventory::ClusterProfileStatus {
+        properties: status.properties,
+        ..Default::default()
+    });
+    world.observed.profiles = vec![Arc::new(profile)];
+    world.clock += 100;
+    assert!(
+        world.plan().profile.is_none(),
+        "only a change of value is written"
+    );
 }

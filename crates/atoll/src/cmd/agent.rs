@@ -4,23 +4,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use atoll_core::ClusterId;
 
 use super::kubeconfig::client;
 
 /// Arguments of `atoll agent`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// This member's cluster id: one lowercase RFC-1123 label, at most 63 characters.
-    #[arg(long, env = "ATOLL_CLUSTER_ID")]
-    pub cluster_id: String,
     /// Kubeconfig of this member cluster (default: inferred, e.g. in-cluster).
     #[arg(long, env = "ATOLL_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Context of this member cluster in --kubeconfig.
     #[arg(long)]
     pub context: Option<String>,
-    /// Kubeconfig of the hub.
+    /// Kubeconfig of the hub (default: the one `atoll join` stored in the member's Secret
+    /// atoll-system/atoll-hub).
     #[arg(long, env = "ATOLL_HUB_KUBECONFIG")]
     pub hub_kubeconfig: Option<PathBuf>,
     /// Context of the hub in --hub-kubeconfig.
@@ -36,12 +33,24 @@ pub struct Args {
 
 /// Runs the agent until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let cluster_id = ClusterId::new(&args.cluster_id).context("invalid --cluster-id")?;
+    use atoll_agent::identity;
     let member = client(args.kubeconfig.as_ref(), args.context.as_ref(), "member").await?;
-    let hub_kubeconfig = args.hub_kubeconfig.as_ref().or(args.kubeconfig.as_ref());
-    let hub = client(hub_kubeconfig, args.hub_context.as_ref(), "hub").await?;
+    // The id is the member's ClusterProperty; it is never taken from a flag here.
+    let cluster_id = identity::cluster_id(&member).await?;
+    let (hub, inventory) = match &args.hub_kubeconfig {
+        Some(path) => (
+            client(Some(path), args.hub_context.as_ref(), "hub").await?,
+            None,
+        ),
+        None => {
+            let (text, inventory) = identity::hub_secret(&member).await?;
+            (hub_client(&text).await?, inventory)
+        }
+    };
+    identity::check_hub_credentials(&hub, &cluster_id).await?;
     tracing::info!(cluster = %cluster_id, "starting the agent");
     let config = atoll_agent::AgentConfig {
+        profile: inventory.map(|ns| atoll_core::plan::ObjectKey::new(&ns, cluster_id.as_str())),
         cluster_id,
         member,
         hub,
@@ -60,6 +69,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     atoll_agent::run(config, telemetry, shutdown_signal())
         .await
         .context("agent stopped")
+}
+
+/// A hub client from the kubeconfig text `atoll join` stored.
+async fn hub_client(text: &str) -> anyhow::Result<kube::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let file = kube::config::Kubeconfig::from_yaml(text)
+        .context("parsing the hub kubeconfig in Secret atoll-system/atoll-hub")?;
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .context("loading the hub kubeconfig in Secret atoll-system/atoll-hub")?;
+    kube::Client::try_from(config).context("building the hub client")
 }
 
 /// Resolves on SIGINT or SIGTERM.

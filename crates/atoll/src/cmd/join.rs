@@ -364,9 +364,7 @@ where
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
-        Err(e) => {
-            Err(e).with_context(|| format!("deleting {} {name}", K::kind(&())))
-        }
+        Err(e) => Err(e).with_context(|| format!("deleting {} {name}", K::kind(&()))),
     }
 }
 

@@ -6,3 +6,4 @@ pub mod crds;
 pub mod dns;
 pub mod join;
 mod kubeconfig;
+pub mod policy;
