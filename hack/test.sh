@@ -26,7 +26,7 @@ trap '"$HACK_DIR/env-down.sh"' EXIT
 "$HACK_DIR/dns.sh" start
 # End-to-end tests that stop parts of the ClusterSet (agents, a control plane) run last, after
 # the upstream suite: a restarted kwok control plane takes minutes to schedule pods again.
-disruptive=(restart failsafe)
+disruptive=(restart failsafe membership)
 gentle=()
 for t in crates/atoll-e2e/tests/*.rs; do
   t=$(basename "$t" .rs)
@@ -40,7 +40,8 @@ ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig cargo test --locked -p atoll-e2e "${g
 conformance=0
 "$HACK_DIR/conformance.sh" run 2>&1 | tee "$ATOLL_ENV_DIR/conformance.log" || conformance=$?
 for t in "${disruptive[@]}"; do
-  ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig cargo test --locked -p atoll-e2e --test "$t" 2>&1 | tee -a "$ATOLL_ENV_DIR/e2e.log" || e2e=$?
+  # One test at a time: each may stop an agent or change ClusterSet-wide state.
+  ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig cargo test --locked -p atoll-e2e --test "$t" -- --test-threads 1 2>&1 | tee -a "$ATOLL_ENV_DIR/e2e.log" || e2e=$?
 done
 
 # One line for the whole run: every cargo test binary above plus the upstream suite's specs.

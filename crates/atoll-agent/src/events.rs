@@ -58,7 +58,15 @@ pub async fn announce_rejected(recorder: &Recorder, rejected: &Rejected) {
             rejected.record, rejected.problem
         )),
         action: "Import".to_owned(),
-        secondary: None,
+        // The record itself as the related object: one Event per record, not one series for
+        // every rejected record.
+        secondary: Some(ObjectReference {
+            api_version: Some(format!("{}/v1alpha1", atoll_api::hub::GROUP)),
+            kind: Some("ExportedService".to_owned()),
+            namespace: Some(rejected.record.namespace.clone()),
+            name: Some(rejected.record.name.clone()),
+            ..Default::default()
+        }),
     };
     if let Err(error) = recorder.publish(&event, &reference).await {
         tracing::warn!(%error, record = %rejected.record, "publishing an Event failed");

@@ -9,6 +9,7 @@ pub mod crd_compat;
 pub mod dns;
 pub mod fixtures;
 pub mod mcs;
+pub mod membership;
 pub mod ports;
 
 pub use ports::{agent_admin_port, dns_admin_port, dns_port};
