@@ -332,3 +332,195 @@ async fn users_cannot_change_imported_objects_but_the_agent_still_can() -> anyho
     wait_import_clusters(user, &ns.name, "hello", 2).await?;
     ns.cleanup().await
 }
+
+/// Whether the agent process of `cluster` (run by `hack/agents.sh`) is alive.
+fn agent_running(set: &ClusterSet, cluster: &str) -> bool {
+    let pid_file = set
+        .kubeconfig
+        .with_file_name("procs")
+        .join(format!("agent-{cluster}.pid"));
+    std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|pid| pid.trim().parse::<i32>().ok())
+        .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
+fn set_id_property(set: &ClusterSet, context: &str, value: &str) -> anyhow::Result<()> {
+    let patch = serde_json::json!({ "spec": { "value": value } }).to_string();
+    kubectl(
+        set,
+        context,
+        &[
+            "patch",
+            "clusterproperties.about.k8s.io",
+            atoll_api::labels::CLUSTER_ID_PROPERTY,
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ],
+    )
+}
+
+#[tokio::test]
+async fn an_agent_whose_cluster_id_changes_stops_and_writes_nothing_under_the_new_id()
+-> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let _restore = {
+        let set = set.clone();
+        Undo::new(move || {
+            let _ = set_id_property(&set, "kwok-c3", "c3");
+            let _ = atoll_testing::fixtures::agents("restart", &["c3"]);
+        })
+    };
+    set_id_property(&set, "kwok-c3", "c3-renamed")?;
+    wait_for("c3's agent to stop", Duration::from_secs(20), || async {
+        Ok(if agent_running(&set, "c3") {
+            Err("still running")
+        } else {
+            Ok(())
+        })
+    })
+    .await?;
+    let log = agent_log(&set, "c3")?;
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("error"))
+        .unwrap_or_default();
+    assert!(
+        last.contains("changed from c3 to c3-renamed"),
+        "the agent's last error names both ids: {last}"
+    );
+    // Nothing exists on the hub under the new id.
+    let hub = &set.members[0].client;
+    let renamed = Api::<ExportedService>::all(hub.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|r| {
+            r.spec.cluster == "c3-renamed" || r.namespace().as_deref() == Some("atoll-c3-renamed")
+        })
+        .count();
+    assert_eq!(renamed, 0);
+    // Back to its id, the agent starts again.
+    set_id_property(&set, "kwok-c3", "c3")?;
+    atoll_testing::fixtures::agents("start", &["c3"])?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn leaving_withdraws_a_member_and_its_id_cannot_be_taken_by_another_cluster()
+-> anyhow::Result<()> {
+    use atoll_api::inventory::ClusterProfile;
+    use atoll_testing::membership::membership_command;
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("leave").await?;
+    let c3 = &set.members[2];
+    deploy_and_export(c3, &ns.name, HELLO_PORTS, false).await?;
+    for member in &set.members {
+        wait_import_clusters(member, &ns.name, "hello", 1).await?;
+    }
+    let _rejoin = {
+        let set = set.clone();
+        Undo::new(move || {
+            let _ = membership_command(
+                &set,
+                "join",
+                "c3",
+                &["--cluster-id", "c3", "--clusterset", "local"],
+            );
+            let _ = atoll_testing::fixtures::agents("restart", &["c3"]);
+        })
+    };
+
+    let left = membership_command(&set, "leave", "c3", &[])?;
+    assert!(
+        left.status.success(),
+        "{}",
+        String::from_utf8_lossy(&left.stderr)
+    );
+    for member in &set.members[..2] {
+        wait_for(
+            &format!("c3's service withdrawn from {}", member.context),
+            Duration::from_secs(30),
+            || async {
+                Ok(match import(member, &ns.name, "hello").await? {
+                    None => Ok(()),
+                    Some(_) => Err("still imported"),
+                })
+            },
+        )
+        .await?;
+    }
+    let profiles: Api<ClusterProfile> =
+        Api::namespaced(set.members[0].client.clone(), "atoll-inventory");
+    assert!(
+        profiles.get_opt("c3").await?.is_none(),
+        "c3's ClusterProfile remains"
+    );
+
+    // c3, without its id property, tries to join as c2: refused, and nothing changes.
+    kubectl(
+        &set,
+        "kwok-c3",
+        &[
+            "delete",
+            "clusterproperties.about.k8s.io",
+            atoll_api::labels::CLUSTER_ID_PROPERTY,
+        ],
+    )?;
+    let hub_namespaces = |names: Vec<k8s_openapi::api::core::v1::Namespace>| -> Vec<String> {
+        names
+            .into_iter()
+            .map(|n| n.name_any())
+            .filter(|n| n.starts_with("atoll-"))
+            .collect()
+    };
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> =
+        Api::all(set.members[0].client.clone());
+    let before = hub_namespaces(namespaces.list(&ListParams::default()).await?.items);
+    let refused = membership_command(
+        &set,
+        "join",
+        "c3",
+        &["--cluster-id", "c2", "--clusterset", "local"],
+    )?;
+    assert!(
+        !refused.status.success(),
+        "joining with a taken id succeeded"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("cluster id c2 is already used by another member"),
+        "{stderr}"
+    );
+    assert_eq!(
+        hub_namespaces(namespaces.list(&ListParams::default()).await?.items),
+        before
+    );
+    let property = Api::<atoll_api::about::v1beta1::ClusterProperty>::all(c3.client.clone())
+        .get_opt(atoll_api::labels::CLUSTER_ID_PROPERTY)
+        .await?;
+    assert!(property.is_none(), "a refused join created the id property");
+
+    // Joining again as c3 brings its service back everywhere.
+    let joined = membership_command(
+        &set,
+        "join",
+        "c3",
+        &["--cluster-id", "c3", "--clusterset", "local"],
+    )?;
+    assert!(
+        joined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    atoll_testing::fixtures::agents("restart", &["c3"])?;
+    for member in &set.members {
+        wait_import_clusters(member, &ns.name, "hello", 1).await?;
+    }
+    assert!(profiles.get_opt("c3").await?.is_some());
+    ns.cleanup().await
+}
