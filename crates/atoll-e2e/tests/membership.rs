@@ -480,6 +480,17 @@ async fn leaving_withdraws_a_member_and_its_id_cannot_be_taken_by_another_cluste
     };
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> =
         Api::all(set.members[0].client.clone());
+    wait_for(
+        "the hub namespace atoll-c3 deleted",
+        Duration::from_secs(60),
+        || async {
+            Ok(match namespaces.get_opt("atoll-c3").await? {
+                None => Ok(()),
+                Some(_) => Err("still there"),
+            })
+        },
+    )
+    .await?;
     let before = hub_namespaces(namespaces.list(&ListParams::default()).await?.items);
     let refused = membership_command(
         &set,
