@@ -20,6 +20,7 @@ pub mod diff;
 pub mod dns;
 pub mod export;
 pub mod import;
+pub mod liveness;
 pub mod membership;
 pub mod merge;
 pub mod namespaces;

@@ -1,0 +1,348 @@
+//! Liveness of source clusters, judged by each importer on its own monotonic clock, and the
+//! view of the hub the plan works from.
+//!
+//! Every member renews a Lease `atoll-heartbeat` in its hub namespace. An importer notes *when
+//! it saw* each Lease change; it never compares the remote `renewTime` with its own clock, so
+//! clock skew between clusters cannot withdraw anything. A cluster whose Lease has not changed
+//! for longer than the grace is withdrawn: its records and endpoint copies leave the view (its
+//! ports, its endpoints, its vote in conflicts); when its Lease moves again, they return.
+//!
+//! Withdrawal needs positive evidence or elapsed grace:
+//! * while this importer cannot see the hub (its own Lease, renewed by itself, stops changing in
+//!   its view) the clock of every cluster is paused, and restarted in full once it sees again;
+//! * a member's Lease carries a claim (an epoch and a digest of the names of the records and
+//!   copies it publishes). Its objects are taken as they are only when they match its newest
+//!   claim; otherwise (a hub wiped or restored from an older backup, or a change still on its
+//!   way) the importer keeps the last set that matched. So a member deletes an export by
+//!   deleting the record *and* claiming the smaller set, and a hub that comes back empty
+//!   withdraws nothing until the grace has passed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use sha2::{Digest, Sha256};
+
+use crate::plan::ServiceKey;
+
+/// Name of every member's heartbeat Lease, in its hub namespace.
+pub const LEASE_NAME: &str = "atoll-heartbeat";
+/// Annotation on the Lease: `<epoch>:<digest>` of what the member publishes.
+pub const CLAIM_ANNOTATION: &str = "hub.atoll.dev/claim";
+
+/// How liveness is judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// A cluster whose Lease has not changed for this long is withdrawn.
+    pub grace: Duration,
+    /// A cluster whose Lease has not changed for this long is reported stale.
+    pub stale_after: Duration,
+    /// This importer is blind (cannot see the hub) once its own Lease has not changed for this
+    /// long.
+    pub blind_after: Duration,
+}
+
+impl Settings {
+    /// Settings for heartbeats every `interval` and the withdrawal grace `grace`.
+    pub fn new(interval: Duration, grace: Duration) -> Self {
+        Self {
+            grace,
+            stale_after: interval * 3,
+            blind_after: interval * 3,
+        }
+    }
+}
+
+/// What a member claims to publish: an epoch that only grows, and a digest of names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub epoch: u64,
+    pub digest: String,
+}
+
+impl Claim {
+    /// The annotation value.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.epoch, self.digest)
+    }
+
+    /// Parses an annotation value; `None` when malformed.
+    pub fn parse(value: &str) -> Option<Self> {
+        let (epoch, digest) = value.split_once(':')?;
+        Some(Self {
+            epoch: epoch.parse().ok()?,
+            digest: digest.to_owned(),
+        })
+    }
+}
+
+/// The digest of a set of object names (order does not matter).
+pub fn digest<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut sorted: Vec<&str> = names.collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut hasher = Sha256::new();
+    for name in sorted {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+    }
+    data_encoding::HEXLOWER.encode(&hasher.finalize()[..12])
+}
+
+/// The names a claim covers: records and copies, kind-prefixed.
+fn claimed_names<'a>(
+    records: &'a [Arc<ExportedService>],
+    copies: &'a [Arc<ExportedEndpointSlice>],
+) -> Vec<String> {
+    let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.name.clone().unwrap_or_default()
+    };
+    records
+        .iter()
+        .map(|r| format!("r/{}", name(&r.metadata)))
+        .chain(copies.iter().map(|c| format!("s/{}", name(&c.metadata))))
+        .collect()
+}
+
+/// The digest a member claims for the records and copies it publishes.
+pub fn publication_digest(
+    records: &[Arc<ExportedService>],
+    copies: &[Arc<ExportedEndpointSlice>],
+) -> String {
+    let names = claimed_names(records, copies);
+    digest(names.iter().map(String::as_str))
+}
+
+/// A withdrawn source cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Withdrawal {
+    /// When its Lease last changed, as this importer saw it (wall clock of the sighting).
+    pub last_seen: Time,
+    /// The services it exported when it was withdrawn.
+    pub services: BTreeSet<ServiceKey>,
+}
+
+/// What the plan needs to know about source clusters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Liveness {
+    /// Withdrawn clusters.
+    pub withdrawn: BTreeMap<String, Withdrawal>,
+    /// Clusters whose Lease is late but within the grace: when it last changed.
+    pub stale: BTreeMap<String, Time>,
+    /// This importer cannot see the hub: nothing is withdrawn meanwhile.
+    pub blind: bool,
+    /// Seconds since each cluster's Lease last changed, as seen here.
+    pub last_seen_seconds: BTreeMap<String, f64>,
+}
+
+/// The hub as the plan should see it.
+#[derive(Clone, Debug, Default)]
+pub struct View {
+    pub records: Vec<Arc<ExportedService>>,
+    pub copies: Vec<Arc<ExportedEndpointSlice>>,
+    pub liveness: Liveness,
+    /// When to look again even if nothing changes (a grace or a staleness may run out).
+    pub next_check: Option<Duration>,
+}
+
+#[derive(Clone, Debug)]
+struct Source {
+    last_change: Instant,
+    last_change_wall: Time,
+    lease_version: Option<String>,
+    accepted_epoch: u64,
+    /// Records and copies as they last matched the member's claim.
+    held: Option<(Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>)>,
+}
+
+/// Per-importer memory of every source cluster.
+#[derive(Clone, Debug)]
+pub struct Tracker {
+    settings: Settings,
+    own: String,
+    sources: BTreeMap<String, Source>,
+    blind: bool,
+}
+
+/// The cluster a hub object belongs to, by the member namespace it is stored in.
+fn cluster_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<&str> {
+    meta.namespace
+        .as_deref()?
+        .strip_prefix(hub::NAMESPACE_PREFIX)
+}
+
+impl Tracker {
+    /// A tracker for the importer `own`, started at `now`.
+    pub fn new(own: &str, settings: Settings) -> Self {
+        Self {
+            settings,
+            own: own.to_owned(),
+            sources: BTreeMap::new(),
+            blind: false,
+        }
+    }
+
+    /// Takes in what the hub holds now (`now` on this importer's monotonic clock, `wall` the
+    /// same moment on its wall clock) and returns the view to plan from.
+    pub fn update(
+        &mut self,
+        now: Instant,
+        wall: &Time,
+        leases: &[Arc<Lease>],
+        records: &[Arc<ExportedService>],
+        copies: &[Arc<ExportedEndpointSlice>],
+    ) -> View {
+        let mut by_cluster: BTreeMap<
+            String,
+            (Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>),
+        > = BTreeMap::new();
+        let mut unowned_records = Vec::new();
+        for record in records {
+            match cluster_of(&record.metadata) {
+                Some(c) => by_cluster
+                    .entry(c.to_owned())
+                    .or_default()
+                    .0
+                    .push(record.clone()),
+                None => unowned_records.push(record.clone()),
+            }
+        }
+        for copy in copies {
+            if let Some(c) = cluster_of(&copy.metadata) {
+                by_cluster
+                    .entry(c.to_owned())
+                    .or_default()
+                    .1
+                    .push(copy.clone());
+            }
+        }
+        let leases: BTreeMap<String, &Lease> = leases
+            .iter()
+            .filter(|l| l.metadata.name.as_deref() == Some(LEASE_NAME))
+            .filter_map(|l| Some((cluster_of(&l.metadata)?.to_owned(), l.as_ref())))
+            .collect();
+
+        // Lease changes, as seen now.
+        let mut clusters: BTreeSet<String> = self.sources.keys().cloned().collect();
+        clusters.extend(by_cluster.keys().cloned());
+        clusters.extend(leases.keys().cloned());
+        clusters.insert(self.own.clone());
+        for cluster in &clusters {
+            let version = leases
+                .get(cluster)
+                .and_then(|l| l.metadata.resource_version.clone());
+            let source = self
+                .sources
+                .entry(cluster.clone())
+                .or_insert_with(|| Source {
+                    last_change: now,
+                    last_change_wall: wall.clone(),
+                    lease_version: version.clone(),
+                    accepted_epoch: 0,
+                    held: None,
+                });
+            if version.is_some() && version != source.lease_version {
+                source.last_change = now;
+                source.last_change_wall = wall.clone();
+                source.lease_version = version;
+            }
+        }
+
+        // Blind while our own Lease does not move in our view; seeing again restarts every
+        // cluster's clock, so an outage of the hub (or of our view of it) withdraws nothing.
+        let own_age = self.sources.get(&self.own).map_or(Duration::ZERO, |s| {
+            now.saturating_duration_since(s.last_change)
+        });
+        let blind = own_age > self.settings.blind_after;
+        if self.blind && !blind {
+            for source in self.sources.values_mut() {
+                source.last_change = source.last_change.max(now);
+                source.last_change_wall = wall.clone();
+            }
+        }
+        self.blind = blind;
+
+        let mut view = View {
+            records: unowned_records,
+            ..View::default()
+        };
+        view.liveness.blind = blind;
+        let mut next: Option<Duration> = None;
+        let mut soonest = |d: Duration| next = Some(next.map_or(d, |n: Duration| n.min(d)));
+        let empty = (Vec::new(), Vec::new());
+        for (cluster, source) in &mut self.sources {
+            let current = by_cluster.get(cluster).unwrap_or(&empty);
+            let claim = leases
+                .get(cluster)
+                .and_then(|l| l.metadata.annotations.as_ref())
+                .and_then(|a| a.get(CLAIM_ANNOTATION))
+                .and_then(|v| Claim::parse(v));
+            // Which objects count for this cluster.
+            let matches = claim.as_ref().is_some_and(|c| {
+                c.epoch >= source.accepted_epoch
+                    && c.digest == publication_digest(&current.0, &current.1)
+            });
+            if matches {
+                source.accepted_epoch = claim.as_ref().map_or(0, |c| c.epoch);
+                source.held = Some(current.clone());
+            } else if source.accepted_epoch == 0 {
+                // A member that never claimed anything (no Atoll heartbeat yet) is taken as
+                // it is.
+                source.held = Some(current.clone());
+            }
+            let (records, copies) = source.held.clone().unwrap_or_default();
+
+            let age = now.saturating_duration_since(source.last_change);
+            view.liveness
+                .last_seen_seconds
+                .insert(cluster.clone(), age.as_secs_f64());
+            if cluster == &self.own {
+                soonest(self.settings.blind_after.saturating_sub(age));
+            }
+            if !blind && age > self.settings.grace && cluster != &self.own {
+                view.liveness.withdrawn.insert(
+                    cluster.clone(),
+                    Withdrawal {
+                        last_seen: source.last_change_wall.clone(),
+                        services: records
+                            .iter()
+                            .map(|r| (r.spec.namespace.clone(), r.spec.name.clone()))
+                            .collect(),
+                    },
+                );
+                continue;
+            }
+            if age > self.settings.stale_after && cluster != &self.own {
+                view.liveness
+                    .stale
+                    .insert(cluster.clone(), source.last_change_wall.clone());
+            } else {
+                soonest(self.settings.stale_after.saturating_sub(age));
+            }
+            soonest(self.settings.grace.saturating_sub(age));
+            view.records.extend(records);
+            view.copies.extend(copies);
+        }
+        // Forget clusters that left nothing behind: no Lease, no objects, nothing held (or
+        // withdrawn), so memory follows the hub.
+        self.sources.retain(|cluster, source| {
+            cluster == &self.own
+                || leases.contains_key(cluster)
+                || by_cluster.contains_key(cluster)
+                || (source
+                    .held
+                    .as_ref()
+                    .is_some_and(|(r, c)| !r.is_empty() || !c.is_empty())
+                    && !view.liveness.withdrawn.contains_key(cluster))
+        });
+        view.next_check = next.map(|d| d + Duration::from_millis(50));
+        view
+    }
+}
+
+#[cfg(test)]
+#[path = "liveness_tests.rs"]
+mod tests;

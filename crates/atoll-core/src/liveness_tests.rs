@@ -1,0 +1,275 @@
+use std::collections::BTreeMap;
+
+use atoll_api::hub::{ExportedEndpointSlice, ExportedEndpointSliceSpec, ExportedService};
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+
+const GRACE: Duration = Duration::from_secs(60);
+
+fn settings() -> Settings {
+    Settings::new(Duration::from_secs(10), GRACE)
+}
+
+fn wall(seconds: u64) -> Time {
+    Time(Timestamp::from_second(1_800_000_000 + seconds as i64).unwrap())
+}
+
+fn record(cluster: &str, name: &str) -> Arc<ExportedService> {
+    let spec = serde_json::from_value(serde_json::json!({
+        "cluster": cluster, "namespace": "demo", "name": name,
+        "exportCreated": "2026-01-01T00:00:00Z", "type": "ClusterSetIP", "ports": []
+    }))
+    .unwrap();
+    let mut r = ExportedService::new(&format!("demo.{name}"), spec);
+    r.metadata.namespace = Some(format!("atoll-{cluster}"));
+    Arc::new(r)
+}
+
+fn copy(cluster: &str, name: &str) -> Arc<ExportedEndpointSlice> {
+    let mut c = ExportedEndpointSlice::new(
+        &format!("demo.{name}-abcde"),
+        ExportedEndpointSliceSpec {
+            cluster: cluster.into(),
+            namespace: "demo".into(),
+            service: name.into(),
+            address_type: "IPv4".into(),
+            endpoints: Vec::new(),
+            ports: Vec::new(),
+        },
+    );
+    c.metadata.namespace = Some(format!("atoll-{cluster}"));
+    Arc::new(c)
+}
+
+/// A member's Lease at `version`, claiming what `records` and `copies` hold (epoch `epoch`).
+fn lease(
+    cluster: &str,
+    version: u32,
+    claim: Option<(u64, &[Arc<ExportedService>], &[Arc<ExportedEndpointSlice>])>,
+) -> Arc<Lease> {
+    let mut l = Lease::default();
+    l.metadata.name = Some(LEASE_NAME.into());
+    l.metadata.namespace = Some(format!("atoll-{cluster}"));
+    l.metadata.resource_version = Some(version.to_string());
+    if let Some((epoch, records, copies)) = claim {
+        let c = Claim {
+            epoch,
+            digest: publication_digest(records, copies),
+        };
+        l.metadata.annotations = Some(BTreeMap::from([(CLAIM_ANNOTATION.into(), c.encode())]));
+    }
+    Arc::new(l)
+}
+
+/// A hub with members c1 (us) and c2, each publishing one service, both claiming it.
+struct Hub {
+    records: Vec<Arc<ExportedService>>,
+    copies: Vec<Arc<ExportedEndpointSlice>>,
+    version: u32,
+}
+
+impl Hub {
+    fn new() -> Self {
+        Self {
+            records: vec![record("c1", "a"), record("c2", "b")],
+            copies: vec![copy("c2", "b")],
+            version: 1,
+        }
+    }
+
+    fn of(&self, cluster: &str) -> (Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>) {
+        let ns = format!("atoll-{cluster}");
+        (
+            self.records
+                .iter()
+                .filter(|r| r.metadata.namespace.as_deref() == Some(ns.as_str()))
+                .cloned()
+                .collect(),
+            self.copies
+                .iter()
+                .filter(|c| c.metadata.namespace.as_deref() == Some(ns.as_str()))
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// Both members renew (their Leases change) and claim what they publish now.
+    fn renew(&mut self, who: &[&str]) -> Vec<Arc<Lease>> {
+        self.version += 1;
+        who.iter()
+            .map(|c| {
+                let (r, s) = self.of(c);
+                lease(c, self.version, Some((u64::from(self.version), &r, &s)))
+            })
+            .collect()
+    }
+}
+
+fn services(view: &View) -> Vec<String> {
+    let mut names: Vec<String> = view.records.iter().map(|r| r.spec.name.clone()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_silent_cluster_is_withdrawn_after_the_grace_and_restored_when_it_renews() {
+    let start = Instant::now();
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let at = |s: u64| start + Duration::from_secs(s);
+    let leases = hub.renew(&["c1", "c2"]);
+    let view = tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    assert_eq!(services(&view), ["a", "b"]);
+    // c2 stops renewing; we keep renewing.
+    let mut t = 0;
+    let mut last = view;
+    while t < 70 {
+        t += 10;
+        let mut leases = hub.renew(&["c1"]);
+        let (r, s) = hub.of("c2");
+        leases.push(lease("c2", 2, Some((2, &r, &s))));
+        last = tracker.update(at(t), &wall(t), &leases, &hub.records, &hub.copies);
+        if t == 40 {
+            assert_eq!(services(&last), ["a", "b"], "within the grace c2 stays");
+            assert!(last.liveness.stale.contains_key("c2"), "but is stale");
+        }
+    }
+    assert_eq!(services(&last), ["a"], "withdrawn after the grace");
+    let withdrawn = &last.liveness.withdrawn["c2"];
+    assert_eq!(withdrawn.last_seen, wall(0));
+    assert!(
+        withdrawn
+            .services
+            .contains(&("demo".to_owned(), "b".to_owned()))
+    );
+    assert!(last.copies.is_empty());
+    // c2 renews again: back at once.
+    let leases = hub.renew(&["c1", "c2"]);
+    let back = tracker.update(at(80), &wall(80), &leases, &hub.records, &hub.copies);
+    assert_eq!(services(&back), ["a", "b"]);
+    assert!(back.liveness.withdrawn.is_empty() && back.liveness.stale.is_empty());
+}
+
+#[test]
+fn nothing_is_withdrawn_while_this_importer_cannot_see_the_hub() {
+    let start = Instant::now();
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let at = |s: u64| start + Duration::from_secs(s);
+    let leases = hub.renew(&["c1", "c2"]);
+    tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    // The hub is unreachable for 5 minutes: the view is frozen, no Lease moves, not even ours.
+    let view = tracker.update(at(300), &wall(300), &leases, &hub.records, &hub.copies);
+    assert!(view.liveness.blind);
+    assert_eq!(services(&view), ["a", "b"], "frozen, not withdrawn");
+    // Back: our Lease moves first; everybody gets a fresh grace.
+    let mut leases = hub.renew(&["c1"]);
+    let (r, s) = hub.of("c2");
+    leases.push(lease("c2", 1, Some((1, &r, &s))));
+    let view = tracker.update(at(301), &wall(301), &leases, &hub.records, &hub.copies);
+    assert!(!view.liveness.blind);
+    assert_eq!(services(&view), ["a", "b"]);
+    let view = tracker.update(at(350), &wall(350), &leases, &hub.records, &hub.copies);
+    assert_eq!(services(&view), ["a", "b"], "still within the fresh grace");
+}
+
+#[test]
+fn a_wiped_or_restored_hub_withdraws_nothing_and_claimed_deletions_apply_at_once() {
+    let start = Instant::now();
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let at = |s: u64| start + Duration::from_secs(s);
+    let leases = hub.renew(&["c1", "c2"]);
+    tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    // Wiped: records, copies and Leases gone.
+    let view = tracker.update(at(1), &wall(1), &[], &[], &[]);
+    assert_eq!(services(&view), ["a", "b"], "the last claimed set is kept");
+    assert_eq!(view.copies.len(), 1);
+    // Restored from an old backup: an older claim over an older set (c2 also had "old").
+    let old = vec![record("c2", "b"), record("c2", "old")];
+    let stale_lease = lease("c2", 1, Some((1, &old, &[])));
+    let view = tracker.update(at(2), &wall(2), &[stale_lease], &old, &[]);
+    assert_eq!(
+        services(&view),
+        ["a", "b"],
+        "an older claim is not believed"
+    );
+    // Members re-publish and claim again: the view follows.
+    let leases = hub.renew(&["c1", "c2"]);
+    let view = tracker.update(at(3), &wall(3), &leases, &hub.records, &hub.copies);
+    assert_eq!(services(&view), ["a", "b"]);
+    // c2 unexports "b": deletes it and claims the empty set; it goes at once.
+    hub.records.retain(|r| r.spec.name != "b");
+    hub.copies.clear();
+    let deleted_not_claimed = tracker.update(
+        at(4),
+        &wall(4),
+        &[leases[0].clone(), leases[1].clone()],
+        &hub.records,
+        &hub.copies,
+    );
+    assert_eq!(
+        services(&deleted_not_claimed),
+        ["a", "b"],
+        "not yet claimed: kept"
+    );
+    let leases = hub.renew(&["c1", "c2"]);
+    let view = tracker.update(at(5), &wall(5), &leases, &hub.records, &hub.copies);
+    assert_eq!(services(&view), ["a"]);
+}
+
+#[test]
+fn skewed_clocks_do_not_matter_and_unclaimed_members_are_taken_as_they_are() {
+    let start = Instant::now();
+    let mut tracker = Tracker::new("c1", settings());
+    let at = |s: u64| start + Duration::from_secs(s);
+    let records = vec![record("c9", "x")];
+    // c9's Lease says nothing about its renewTime that we use; it changes every 10 s.
+    for step in 0..20u64 {
+        let mut own = lease("c1", 100 + step as u32, None);
+        Arc::make_mut(&mut own).metadata.annotations = None;
+        let mut skewed = (*lease("c9", step as u32, None)).clone();
+        skewed.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+            renew_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                Timestamp::from_second(1_000_000_000).unwrap(),
+            )),
+            ..Default::default()
+        });
+        let view = tracker.update(
+            at(step * 10),
+            &wall(step * 10),
+            &[own, Arc::new(skewed)],
+            &records,
+            &[],
+        );
+        assert_eq!(services(&view), ["x"], "step {step}");
+    }
+}
+
+#[test]
+fn the_next_check_is_when_a_grace_runs_out() {
+    let start = Instant::now();
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let leases = hub.renew(&["c1", "c2"]);
+    let view = tracker.update(start, &wall(0), &leases, &hub.records, &hub.copies);
+    let next = view.next_check.unwrap();
+    assert!(next <= Duration::from_secs(31), "{next:?}");
+    assert!(next >= Duration::from_secs(29), "{next:?}");
+}
+
+#[test]
+fn claims_round_trip_and_digests_ignore_order() {
+    let c = Claim {
+        epoch: 42,
+        digest: "abc".into(),
+    };
+    assert_eq!(Claim::parse(&c.encode()), Some(c));
+    assert_eq!(Claim::parse("x:y"), None);
+    assert_eq!(
+        digest(["a", "b"].into_iter()),
+        digest(["b", "a"].into_iter())
+    );
+    assert_ne!(digest(["a"].into_iter()), digest(["a", "b"].into_iter()));
+}
