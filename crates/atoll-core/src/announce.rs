@@ -72,6 +72,34 @@ pub fn transitions(previous: &[Condition], now: &[Condition]) -> Vec<Announcemen
     out
 }
 
+/// The Events for a ServiceImport whose source clusters were withdrawn or restored.
+pub fn source_transitions(previous: &[Condition], now: &[Condition]) -> Vec<Announcement> {
+    use crate::conditions::{REASON_WITHDRAWN, SOURCE_CLUSTERS};
+    let before = find(previous, SOURCE_CLUSTERS);
+    let Some(after) = find(now, SOURCE_CLUSTERS) else {
+        return Vec::new();
+    };
+    let was = before.is_some_and(|b| b.reason == REASON_WITHDRAWN);
+    let is = after.reason == REASON_WITHDRAWN;
+    if is && (!was || before.is_some_and(|b| b.message != after.message)) {
+        vec![Announcement {
+            warning: true,
+            reason: "SourceClusterWithdrawn".to_owned(),
+            note: after.message.clone(),
+            action: "Withdraw",
+        }]
+    } else if was && !is {
+        vec![Announcement {
+            warning: false,
+            reason: "SourceClusterRestored".to_owned(),
+            note: "every withdrawn source cluster is back".to_owned(),
+            action: "Restore",
+        }]
+    } else {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -150,6 +150,61 @@ pub fn import_ready(problem: Option<&VipProblem>, previous: &[Condition], now: &
     condition(ic::READY, ready, reason, message, previous, now)
 }
 
+/// Condition type on ServiceImports: whether every source cluster is live (Atoll's own,
+/// domain-prefixed, as the upstream schema allows).
+pub const SOURCE_CLUSTERS: &str = "hub.atoll.dev/SourceClusters";
+pub const REASON_ALL_LIVE: &str = "AllLive";
+pub const REASON_WITHDRAWN: &str = "SourcesWithdrawn";
+pub const REASON_STALE: &str = "SourcesStale";
+
+/// Which of the service's source clusters are withdrawn (their endpoints no longer imported)
+/// or stale (late, still imported), and since when. The times are those of the sightings, so
+/// the message stays the same while nothing changes.
+pub fn source_clusters(
+    merged: &crate::merge::MergedService,
+    liveness: &crate::liveness::Liveness,
+    previous: &[Condition],
+    now: &Time,
+) -> Condition {
+    let key = (merged.namespace.clone(), merged.name.clone());
+    let withdrawn: Vec<String> = liveness
+        .withdrawn
+        .iter()
+        .filter(|(_, w)| w.services.contains(&key))
+        .map(|(c, w)| format!("{c} (no heartbeat seen since {})", w.last_seen.0))
+        .collect();
+    let stale: Vec<String> = merged
+        .clusters
+        .iter()
+        .filter_map(|c| {
+            liveness
+                .stale
+                .get(c)
+                .map(|t| format!("{c} (last heartbeat seen {})", t.0))
+        })
+        .collect();
+    let mut parts = Vec::new();
+    if !withdrawn.is_empty() {
+        parts.push(format!("withdrawn: {}", withdrawn.join(", ")));
+    }
+    if !stale.is_empty() {
+        parts.push(format!("stale: {}", stale.join(", ")));
+    }
+    let reason = match (withdrawn.is_empty(), stale.is_empty()) {
+        (true, true) => REASON_ALL_LIVE,
+        (false, _) => REASON_WITHDRAWN,
+        (true, false) => REASON_STALE,
+    };
+    condition(
+        SOURCE_CLUSTERS,
+        parts.is_empty(),
+        reason,
+        parts.join("; "),
+        previous,
+        now,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,6 +148,9 @@ pub struct View {
     pub next_check: Option<Duration>,
 }
 
+/// One cluster's records and endpoint copies.
+type Published = (Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>);
+
 #[derive(Clone, Debug)]
 struct Source {
     last_change: Instant,
@@ -155,7 +158,7 @@ struct Source {
     lease_version: Option<String>,
     accepted_epoch: u64,
     /// Records and copies as they last matched the member's claim.
-    held: Option<(Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>)>,
+    held: Option<Published>,
 }
 
 /// Per-importer memory of every source cluster.
@@ -195,10 +198,7 @@ impl Tracker {
         records: &[Arc<ExportedService>],
         copies: &[Arc<ExportedEndpointSlice>],
     ) -> View {
-        let mut by_cluster: BTreeMap<
-            String,
-            (Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>),
-        > = BTreeMap::new();
+        let mut by_cluster: BTreeMap<String, Published> = BTreeMap::new();
         let mut unowned_records = Vec::new();
         for record in records {
             match cluster_of(&record.metadata) {

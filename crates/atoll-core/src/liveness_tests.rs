@@ -42,12 +42,15 @@ fn copy(cluster: &str, name: &str) -> Arc<ExportedEndpointSlice> {
     Arc::new(c)
 }
 
+/// An epoch and the records and copies claimed with it.
+type Claimed<'a> = (
+    u64,
+    &'a [Arc<ExportedService>],
+    &'a [Arc<ExportedEndpointSlice>],
+);
+
 /// A member's Lease at `version`, claiming what `records` and `copies` hold (epoch `epoch`).
-fn lease(
-    cluster: &str,
-    version: u32,
-    claim: Option<(u64, &[Arc<ExportedService>], &[Arc<ExportedEndpointSlice>])>,
-) -> Arc<Lease> {
+fn lease(cluster: &str, version: u32, claim: Option<Claimed<'_>>) -> Arc<Lease> {
     let mut l = Lease::default();
     l.metadata.name = Some(LEASE_NAME.into());
     l.metadata.namespace = Some(format!("atoll-{cluster}"));

@@ -22,7 +22,7 @@ pub(super) fn plan(
     feedback: &Feedback,
     merged: &BTreeMap<ServiceKey, MergedService>,
     now: &Time,
-) -> (HubWrites, Vec<ExportStatus>) {
+) -> (HubWrites, Vec<ExportStatus>, String) {
     let services: BTreeMap<ServiceKey, &Service> = observed
         .services
         .iter()
@@ -69,6 +69,15 @@ pub(super) fn plan(
         validity.insert(key, verdict);
     }
 
+    let claim_digest = crate::liveness::digest(
+        records
+            .keys()
+            .map(|n| format!("r/{n}"))
+            .chain(copies.keys().map(|n| format!("s/{n}")))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str),
+    );
     let own = hub::namespace_for(cluster);
     let mut writes = HubWrites::default();
     // A record is current only if spec and labels are equal: a field dropped from the export
@@ -134,7 +143,7 @@ pub(super) fn plan(
             });
         }
     }
-    (writes, statuses)
+    (writes, statuses, claim_digest)
 }
 
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> ServiceKey {

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::{
     Feedback, ImportApply, ImportStatus, MemberWrites, ObjectKey, Observed, Report, ServiceKey,
 };
-use crate::conditions::{VipProblem, import_ready, same_conditions};
+use crate::conditions::{VipProblem, import_ready, same_conditions, source_clusters};
 use crate::diff::{already_applied, owned, same_own_annotations};
 use crate::import;
 use crate::merge::MergedService;
@@ -30,6 +30,7 @@ struct Here<'a> {
     slices: BTreeMap<ObjectKey, &'a EndpointSlice>,
     copies: Copies<'a>,
     now: &'a Time,
+    liveness: &'a crate::liveness::Liveness,
 }
 
 /// What the plan wants to exist in this member; everything else Atoll owns goes.
@@ -65,6 +66,7 @@ pub(super) fn plan(
         slices: by_key(&observed.mcs_slices, |s| &s.metadata),
         copies,
         now,
+        liveness: &observed.liveness,
     };
 
     let mut writes = MemberWrites::default();
@@ -182,17 +184,20 @@ fn import_service(
             });
         }
         let previous = observed.and_then(|o| o.status.clone()).unwrap_or_default();
-        let conditions = vec![import_ready(
-            problem.as_ref(),
-            &previous.conditions,
-            here.now,
-        )];
+        let conditions = vec![
+            import_ready(problem.as_ref(), &previous.conditions, here.now),
+            source_clusters(m, here.liveness, &previous.conditions, here.now),
+        ];
         if previous.clusters != status.clusters
             || previous.endpoint_slice_objects != status.endpoint_slice_objects
             || !same_conditions(&previous.conditions, &conditions)
         {
             writes.import_statuses.push(ImportStatus {
                 key: key.clone(),
+                announcements: crate::announce::source_transitions(
+                    &previous.conditions,
+                    &conditions,
+                ),
                 status: atoll_api::multicluster::ServiceImportStatus {
                     conditions,
                     ..status

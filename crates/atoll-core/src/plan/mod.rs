@@ -94,6 +94,9 @@ pub struct Observed {
     pub properties: Vec<Arc<ClusterProperty>>,
     /// Hub: this member's ClusterProfile, when it has one.
     pub profiles: Vec<Arc<ClusterProfile>>,
+    /// Which source clusters are withdrawn or stale (their records and copies are already
+    /// left out of `records` and `hub_slices`), from `crate::liveness::Tracker`.
+    pub liveness: crate::liveness::Liveness,
 }
 
 /// Who is planning: the member's cluster id and, once joined, its ClusterProfile on the hub.
@@ -178,6 +181,8 @@ pub struct ImportApply {
 pub struct ImportStatus {
     pub key: ObjectKey,
     pub status: ServiceImportStatus,
+    /// Events for the ServiceImport (a source cluster withdrawn or restored).
+    pub announcements: Vec<Announcement>,
 }
 
 /// Writes in this member.
@@ -242,6 +247,9 @@ pub struct ProfileStatus {
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     pub hub: HubWrites,
+    /// Digest of the names of the records and copies this member publishes (its desired
+    /// state), for the claim on its heartbeat Lease.
+    pub claim_digest: String,
     pub profile: Option<ProfileStatus>,
     pub member: MemberWrites,
     pub export_statuses: Vec<ExportStatus>,
@@ -281,11 +289,12 @@ pub fn plan(member: &Member, observed: &Observed, feedback: &Feedback, now: &Tim
     let merged = merge_trusted(observed, &policy, &mut report);
     report.conflicts = merged.values().filter(|m| m.conflicts.any()).count();
     let cluster = member.id.as_str();
-    let (hub, export_statuses) =
+    let (hub, export_statuses, claim_digest) =
         export_side::plan(cluster, observed, &policy, feedback, &merged, now);
     let member_writes = import_side::plan(observed, feedback, &merged, now, &mut report);
     Plan {
         hub,
+        claim_digest,
         profile: profile_status(member, observed, now),
         member: member_writes,
         export_statuses,

@@ -395,7 +395,14 @@ fn an_export_is_published_then_imported_in_its_own_cluster() {
     );
     assert_eq!(
         summary(&status.conditions),
-        [c("Ready", ConditionStatus::True, "Ready")]
+        [
+            c("Ready", ConditionStatus::True, "Ready"),
+            c(
+                "hub.atoll.dev/SourceClusters",
+                ConditionStatus::True,
+                "AllLive"
+            ),
+        ]
     );
 
     // Steady state: nothing to write.
@@ -562,7 +569,14 @@ fn an_ipv6_only_import_in_an_ipv4_cluster_says_why_it_has_no_vip() {
     let status = import.status.as_ref().unwrap();
     assert_eq!(
         summary(&status.conditions),
-        [c("Ready", ConditionStatus::False, "IPFamilyNotSupported")]
+        [
+            c("Ready", ConditionStatus::False, "IPFamilyNotSupported"),
+            c(
+                "hub.atoll.dev/SourceClusters",
+                ConditionStatus::True,
+                "AllLive"
+            ),
+        ]
     );
     assert!(status.conditions[0].message.contains("not configured"));
 
@@ -816,4 +830,77 @@ fn the_cluster_profile_mirrors_the_members_cluster_properties() {
         world.plan().profile.is_none(),
         "only a change of value is written"
     );
+}
+
+#[test]
+fn withdrawn_sources_leave_the_import_say_so_and_the_last_one_takes_it_away() {
+    let mut world = World::new("c1");
+    let svc = service("hello", TCP42, &["IPv4"]);
+    for cluster in ["c2", "c3"] {
+        upsert(
+            &mut world.observed.records,
+            remote_record(cluster, "hello", 0, &svc),
+            |r| &r.metadata,
+        );
+    }
+    world.converge();
+    assert_eq!(
+        world
+            .import("hello")
+            .unwrap()
+            .status
+            .as_ref()
+            .unwrap()
+            .clusters
+            .len(),
+        2
+    );
+
+    // The tracker withdrew c3: its record is left out of the view, and the plan is told.
+    let withdraw = |world: &mut World, cluster: &str| {
+        world.observed.records.retain(|r| r.spec.cluster != cluster);
+        world.observed.liveness.withdrawn.insert(
+            cluster.to_owned(),
+            crate::liveness::Withdrawal {
+                last_seen: at(5),
+                services: [(NS.to_owned(), "hello".to_owned())].into(),
+            },
+        );
+    };
+    withdraw(&mut world, "c3");
+    let plan = world.step();
+    let status = &plan.member.import_statuses[0];
+    let clusters: Vec<&str> = status
+        .status
+        .clusters
+        .iter()
+        .map(|c| c.cluster.as_str())
+        .collect();
+    assert_eq!(clusters, ["c2"]);
+    let condition = &status.status.conditions[1];
+    assert_eq!(
+        (
+            condition.type_.as_str(),
+            condition.status,
+            condition.reason.as_str()
+        ),
+        (
+            "hub.atoll.dev/SourceClusters",
+            ConditionStatus::False,
+            "SourcesWithdrawn"
+        )
+    );
+    assert!(
+        condition
+            .message
+            .starts_with("withdrawn: c3 (no heartbeat seen since"),
+        "{}",
+        condition.message
+    );
+    assert_eq!(status.announcements[0].reason, "SourceClusterWithdrawn");
+    assert_eq!(world.plan().writes(), 0, "the withdrawal is written once");
+
+    withdraw(&mut world, "c2");
+    let plan = world.step();
+    assert_eq!(plan.member.delete_imports, [ObjectKey::new(NS, "hello")]);
 }
