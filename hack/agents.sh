@@ -11,7 +11,10 @@ start() {
   [ -x "$ATOLL" ] || die "$ATOLL is missing: run 'cargo build -p atoll'"
   local admin
   admin=$(agent_admin_port "$1")
+  # Heartbeats every 2 s and a 12 s grace (defaults 10 s and 60 s) keep liveness tests short.
   proc_start "agent-$1" "$ATOLL" agent --kubeconfig "$ATOLL_ENV_DIR/agent-$1.kubeconfig" \
+    --heartbeat-seconds "${ATOLL_HEARTBEAT_SECONDS:-2}" \
+    --member-grace-seconds "${ATOLL_MEMBER_GRACE_SECONDS:-12}" \
     --admin-address "127.0.0.1:$admin"
 }
 proc_command agent agent_admin_port start "$@"

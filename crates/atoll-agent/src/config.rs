@@ -20,6 +20,11 @@ pub struct AgentConfig {
     pub debounce: Duration,
     /// This member's ClusterProfile on the hub, kept mirroring its ClusterProperties.
     pub profile: Option<atoll_core::plan::ObjectKey>,
+    /// How often the heartbeat Lease is renewed.
+    pub heartbeat: Duration,
+    /// How long a source cluster's heartbeat may stay unchanged before its endpoints are
+    /// withdrawn here.
+    pub member_grace: Duration,
 }
 
 impl std::fmt::Debug for AgentConfig {

@@ -2,7 +2,7 @@
 //! (`atoll_core::announce`); this publishes it.
 
 use atoll_core::announce::Announcement;
-use atoll_core::plan::{ExportStatus, Rejected};
+use atoll_core::plan::{ExportStatus, ImportStatus, Rejected};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 
@@ -36,6 +36,25 @@ pub async fn publish(recorder: &Recorder, status: &ExportStatus) {
     for announcement in &status.announcements {
         if let Err(error) = recorder.publish(&event(announcement), &reference).await {
             tracing::warn!(%error, export = %status.key, reason = %announcement.reason, "publishing an Event failed");
+        }
+    }
+}
+
+/// Publishes the Events of one import's status change (a source cluster withdrawn or back).
+pub async fn publish_on_import(recorder: &Recorder, status: &ImportStatus) {
+    if status.announcements.is_empty() {
+        return;
+    }
+    let reference = ObjectReference {
+        api_version: Some("multicluster.x-k8s.io/v1beta1".to_owned()),
+        kind: Some("ServiceImport".to_owned()),
+        namespace: Some(status.key.namespace.clone()),
+        name: Some(status.key.name.clone()),
+        ..Default::default()
+    };
+    for announcement in &status.announcements {
+        if let Err(error) = recorder.publish(&event(announcement), &reference).await {
+            tracing::warn!(%error, import = %status.key, reason = %announcement.reason, "publishing an Event failed");
         }
     }
 }

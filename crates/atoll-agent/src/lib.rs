@@ -8,6 +8,7 @@
 
 mod config;
 pub mod events;
+pub mod heartbeat;
 pub mod identity;
 pub mod metrics;
 pub mod reconcile;
@@ -33,8 +34,20 @@ pub async fn run(
         config.profile.as_ref(),
         trigger.clone(),
     );
+    let (digests, receiver) = tokio::sync::watch::channel(None);
+    let heartbeat = heartbeat::run(
+        config.hub.clone(),
+        config.cluster_id.clone(),
+        heartbeat::Settings {
+            interval: config.heartbeat,
+            grace: config.member_grace,
+        },
+        receiver,
+        telemetry.metrics.clone(),
+    );
     tokio::select! {
-        result = reconcile::run_loop(&config, &stores, &trigger, &telemetry) => result,
+        result = reconcile::run_loop(&config, &stores, &trigger, &telemetry, &digests) => result,
+        () = heartbeat => Ok(()),
         error = identity::id_changed(config.member.clone(), config.cluster_id.clone()) => Err(error.into()),
         () = shutdown => {
             tracing::info!("shutting down");

@@ -14,6 +14,12 @@ pub struct WriteLabels {
     pub verb: String,
 }
 
+/// Labels of a per-cluster metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    pub cluster: String,
+}
+
 /// Labels of a failed API write.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
@@ -39,6 +45,16 @@ pub struct Metrics {
     pub writes: Family<WriteLabels, Counter>,
     /// Failed API writes, by kind.
     pub write_errors: Family<KindLabels, Counter>,
+    /// Heartbeat Lease renewals, and those that failed.
+    pub heartbeats: Counter,
+    pub heartbeat_failures: Counter,
+    /// Seconds since each source cluster's heartbeat last changed, as seen here.
+    pub source_last_seen: Family<ClusterLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// 1 while a source cluster is withdrawn.
+    pub source_withdrawn: Family<ClusterLabels, Gauge>,
+    /// Withdrawals and restorations of source clusters.
+    pub withdrawals: Counter,
+    pub restorations: Counter,
     /// Duration of reconcile passes.
     pub reconcile_seconds: Histogram,
     /// From a ServiceExport's creation to this member first holding the ServiceImport
@@ -57,6 +73,12 @@ impl Default for Metrics {
             imports_excluded: Gauge::default(),
             writes: Family::default(),
             write_errors: Family::default(),
+            heartbeats: Counter::default(),
+            heartbeat_failures: Counter::default(),
+            source_last_seen: Family::default(),
+            source_withdrawn: Family::default(),
+            withdrawals: Counter::default(),
+            restorations: Counter::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             export_to_import_seconds: Histogram::new(exponential_buckets(0.05, 2.0, 12)),
         }
@@ -106,6 +128,36 @@ impl Metrics {
             "api_write_errors",
             "Failed API writes by kind",
             self.write_errors.clone(),
+        );
+        r.register(
+            "heartbeats",
+            "Renewals of this member's heartbeat Lease",
+            self.heartbeats.clone(),
+        );
+        r.register(
+            "heartbeat_failures",
+            "Failed renewals of this member's heartbeat Lease",
+            self.heartbeat_failures.clone(),
+        );
+        r.register(
+            "source_cluster_last_seen_seconds",
+            "Seconds since each source cluster's heartbeat Lease last changed, on this importer's clock",
+            self.source_last_seen.clone(),
+        );
+        r.register(
+            "source_cluster_withdrawn",
+            "1 while a source cluster's endpoints are withdrawn here",
+            self.source_withdrawn.clone(),
+        );
+        r.register(
+            "source_cluster_withdrawals",
+            "Source clusters withdrawn",
+            self.withdrawals.clone(),
+        );
+        r.register(
+            "source_cluster_restorations",
+            "Withdrawn source clusters restored",
+            self.restorations.clone(),
         );
         r.register(
             "reconcile_seconds",

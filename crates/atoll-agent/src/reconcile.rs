@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use atoll_core::liveness::{self, Liveness, Tracker};
 use atoll_core::plan::{Feedback, Member, Rejected, Report, ServiceKey, plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -15,6 +16,7 @@ use tokio::sync::Notify;
 
 use crate::config::{AgentConfig, Error, FIRST_PASS, Telemetry};
 use crate::events;
+use crate::metrics::ClusterLabels;
 use crate::stores::Stores;
 use crate::writer::{self, Context, WriteCounter};
 
@@ -57,6 +59,35 @@ impl Reported {
     }
 }
 
+/// Liveness metrics and log lines; `withdrawn` remembers which clusters were withdrawn last.
+fn report_liveness(context: &Context, liveness: &Liveness, withdrawn: &mut BTreeSet<String>) {
+    let m = &context.metrics;
+    for (cluster, seconds) in &liveness.last_seen_seconds {
+        let labels = ClusterLabels {
+            cluster: cluster.clone(),
+        };
+        m.source_last_seen.get_or_create(&labels).set(*seconds);
+        m.source_withdrawn
+            .get_or_create(&labels)
+            .set(i64::from(liveness.withdrawn.contains_key(cluster)));
+    }
+    let now: BTreeSet<String> = liveness.withdrawn.keys().cloned().collect();
+    for cluster in now.difference(withdrawn) {
+        m.withdrawals.inc();
+        tracing::warn!(%cluster, "withdrawing a source cluster: its heartbeat has not changed for longer than the grace");
+    }
+    for cluster in withdrawn.difference(&now) {
+        m.restorations.inc();
+        tracing::info!(%cluster, "restoring a source cluster: its heartbeat moves again");
+    }
+    if liveness.blind {
+        tracing::warn!(
+            "this agent's own heartbeat is not visible on the hub: withdrawing nothing until it is"
+        );
+    }
+    *withdrawn = now;
+}
+
 fn gauge(value: usize) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -67,6 +98,7 @@ pub async fn run_loop(
     stores: &Stores,
     trigger: &Notify,
     telemetry: &Telemetry,
+    digests: &tokio::sync::watch::Sender<Option<String>>,
 ) -> Result<(), Error> {
     stores.wait_until_ready(&telemetry.readiness).await?;
     tracing::info!(cluster = %config.cluster_id, "every watch has listed once; reconciling");
@@ -86,21 +118,46 @@ pub async fn run_loop(
     let mut reported = Reported::default();
     let mut feedback = Feedback::default();
     let mut retry = false;
+    let mut tracker = Tracker::new(
+        config.cluster_id.as_str(),
+        liveness::Settings::new(config.heartbeat, config.member_grace),
+    );
+    let mut withdrawn: BTreeSet<String> = BTreeSet::new();
+    // When a grace or staleness runs out even if no watch event comes.
+    let mut next_check: Option<Duration> = None;
     loop {
-        if retry {
-            tokio::select! {
-                () = trigger.notified() => {}
-                () = tokio::time::sleep(RETRY) => {}
+        let wake = match (retry, next_check) {
+            (true, Some(n)) => Some(n.min(RETRY)),
+            (true, None) => Some(RETRY),
+            (false, n) => n,
+        };
+        match wake {
+            Some(after) => {
+                tokio::select! {
+                    () = trigger.notified() => {}
+                    () = tokio::time::sleep(after) => {}
+                }
             }
-        } else {
-            trigger.notified().await;
+            None => trigger.notified().await,
         }
         tokio::time::sleep(config.debounce).await;
         let started = Instant::now();
         let before = context.writes.total();
         let mut errors = 0;
-        let observed = stores.snapshot();
+        let mut observed = stores.snapshot();
         let now = Time(Timestamp::now());
+        let view = tracker.update(
+            std::time::Instant::now(),
+            &now,
+            &stores.leases.state(),
+            &observed.records,
+            &observed.hub_slices,
+        );
+        next_check = view.next_check;
+        observed.records = view.records;
+        observed.hub_slices = view.copies;
+        observed.liveness = view.liveness;
+        report_liveness(&context, &observed.liveness, &mut withdrawn);
         let planned = plan(&member, &observed, &feedback, &now);
         for rejected in reported.log(&planned.report) {
             events::announce_rejected(&context.recorder, rejected).await;
@@ -114,6 +171,12 @@ pub async fn run_loop(
         m.imports_excluded.set(gauge(planned.report.excluded.len()));
         let outcome = writer::execute(&config.hub, &config.member, &planned, &context).await;
         errors += outcome.errors;
+        // The heartbeat claims what this member now publishes.
+        digests.send_if_modified(|d| {
+            let changed = d.as_ref() != Some(&planned.claim_digest);
+            *d = Some(planned.claim_digest.clone());
+            changed
+        });
         telemetry.readiness.done(FIRST_PASS);
         m.reconcile_seconds.observe(started.elapsed().as_secs_f64());
         let writes = context.writes.total() - before;

@@ -13,6 +13,7 @@ use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::plan::{ObjectKey, Observed};
 use atoll_watch::Readiness;
 use futures::FutureExt;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::Store;
@@ -40,6 +41,8 @@ pub struct Stores {
     pub records: Store<ExportedService>,
     /// Hub: every member's copies of its exported EndpointSlices.
     pub hub_slices: Store<ExportedEndpointSlice>,
+    /// Hub: every member's heartbeat Lease.
+    pub leases: Store<Lease>,
     /// Hub: the ClusterSet's namespace policy.
     pub policies: Store<NamespacePolicy>,
     /// Member: its ClusterProperties.
@@ -96,6 +99,16 @@ impl Stores {
             imports: watch(m, WATCH_IMPORTS, watcher::Config::default(), &trigger),
             records: watch(h, WATCH_RECORDS, watcher::Config::default(), &trigger),
             hub_slices: watch(h, WATCH_HUB_SLICES, watcher::Config::default(), &trigger),
+            // Only the heartbeats: member credentials may read no other Lease on the hub.
+            leases: watch(
+                h,
+                WATCH_LEASES,
+                watcher::Config::default().fields(&format!(
+                    "metadata.name={}",
+                    atoll_core::liveness::LEASE_NAME
+                )),
+                &trigger,
+            ),
             policies: watch(h, WATCH_POLICIES, watcher::Config::default(), &trigger),
             properties: watch(m, WATCH_PROPERTIES, watcher::Config::default(), &trigger),
             profile: profile.map(|key| {
@@ -122,6 +135,7 @@ impl Stores {
             records: self.records.state(),
             hub_slices: self.hub_slices.state(),
             policies: self.policies.state(),
+            liveness: Default::default(),
             properties: self.properties.state(),
             profiles: self.profile.as_ref().map(Store::state).unwrap_or_default(),
         }
@@ -145,6 +159,7 @@ impl Stores {
             (WATCH_RECORDS, self.records.wait_until_ready().boxed()),
             (WATCH_HUB_SLICES, self.hub_slices.wait_until_ready().boxed()),
             (WATCH_POLICIES, self.policies.wait_until_ready().boxed()),
+            (WATCH_LEASES, self.leases.wait_until_ready().boxed()),
             (WATCH_PROPERTIES, self.properties.wait_until_ready().boxed()),
         ];
         if let Some(profile) = &self.profile {
@@ -179,7 +194,7 @@ pub struct WatchEnded {
 }
 
 /// Every watch, by the name logs and `/readyz` show.
-pub const WATCHES: [&str; 10] = [
+pub const WATCHES: [&str; 11] = [
     WATCH_EXPORTS,
     WATCH_SERVICES,
     WATCH_SERVICE_SLICES,
@@ -190,6 +205,7 @@ pub const WATCHES: [&str; 10] = [
     WATCH_HUB_SLICES,
     WATCH_POLICIES,
     WATCH_PROPERTIES,
+    WATCH_LEASES,
 ];
 
 // Names of the watches, as logs and `/readyz` show them.
@@ -202,6 +218,7 @@ const WATCH_IMPORTS: &str = "member ServiceImports";
 const WATCH_RECORDS: &str = "hub ExportedServices";
 const WATCH_HUB_SLICES: &str = "hub ExportedEndpointSlices";
 const WATCH_POLICIES: &str = "hub NamespacePolicies";
+const WATCH_LEASES: &str = "hub heartbeat Leases";
 const WATCH_PROPERTIES: &str = "member ClusterProperties";
 const WATCH_PROFILE: &str = "hub ClusterProfile";
 /// A store of `K` in all namespaces of `client`'s cluster.

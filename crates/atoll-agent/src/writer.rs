@@ -408,9 +408,13 @@ async fn imports_then_statuses(
                 "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
                 "status": s.status,
             });
-            apply_status::<ServiceImport>(member, &s.key, &partial, &context.writes)
+            let result = apply_status::<ServiceImport>(member, &s.key, &partial, &context.writes)
                 .await
-                .err()
+                .err();
+            if result.is_none() {
+                events::publish_on_import(&context.recorder, s).await;
+            }
+            result
         })
         .buffer_unordered(IN_FLIGHT)
         .filter_map(|failed| async move { failed })

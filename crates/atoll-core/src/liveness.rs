@@ -79,6 +79,13 @@ impl Claim {
     }
 }
 
+/// The next epoch of a member's claims: above the last one, and at least the wall clock in
+/// milliseconds, so it keeps growing across restarts and is not fooled by a Lease restored from
+/// a backup.
+pub fn next_epoch(last: u64, now_millis: u64) -> u64 {
+    (last + 1).max(now_millis)
+}
+
 /// The digest of a set of object names (order does not matter).
 pub fn digest<'a>(names: impl Iterator<Item = &'a str>) -> String {
     let mut sorted: Vec<&str> = names.collect();
@@ -157,6 +164,9 @@ struct Source {
     last_change_wall: Time,
     lease_version: Option<String>,
     accepted_epoch: u64,
+    /// The newest claim seen, kept when the Lease itself is gone (deleted with the rest of the
+    /// member's namespace, or by a wipe).
+    claim: Option<Claim>,
     /// Records and copies as they last matched the member's claim.
     held: Option<Published>,
 }
@@ -242,6 +252,7 @@ impl Tracker {
                     last_change_wall: wall.clone(),
                     lease_version: version.clone(),
                     accepted_epoch: 0,
+                    claim: None,
                     held: None,
                 });
             if version.is_some() && version != source.lease_version {
@@ -275,18 +286,24 @@ impl Tracker {
         let empty = (Vec::new(), Vec::new());
         for (cluster, source) in &mut self.sources {
             let current = by_cluster.get(cluster).unwrap_or(&empty);
-            let claim = leases
+            let seen = leases
                 .get(cluster)
                 .and_then(|l| l.metadata.annotations.as_ref())
                 .and_then(|a| a.get(CLAIM_ANNOTATION))
                 .and_then(|v| Claim::parse(v));
+            // The newest claim wins; an older one (a Lease restored from a backup) is ignored.
+            if let Some(seen) = seen
+                && source.claim.as_ref().is_none_or(|c| seen.epoch >= c.epoch)
+            {
+                source.claim = Some(seen);
+            }
             // Which objects count for this cluster.
-            let matches = claim.as_ref().is_some_and(|c| {
+            let matches = source.claim.as_ref().is_some_and(|c| {
                 c.epoch >= source.accepted_epoch
                     && c.digest == publication_digest(&current.0, &current.1)
             });
             if matches {
-                source.accepted_epoch = claim.as_ref().map_or(0, |c| c.epoch);
+                source.accepted_epoch = source.claim.as_ref().map_or(0, |c| c.epoch);
                 source.held = Some(current.clone());
             } else if source.accepted_epoch == 0 {
                 // A member that never claimed anything (no Atoll heartbeat yet) is taken as

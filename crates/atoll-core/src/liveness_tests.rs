@@ -276,3 +276,51 @@ fn claims_round_trip_and_digests_ignore_order() {
     );
     assert_ne!(digest(["a"].into_iter()), digest(["a", "b"].into_iter()));
 }
+
+#[test]
+fn a_member_that_leaves_claims_nothing_and_is_withdrawn_at_once_whatever_goes_first() {
+    let start = Instant::now();
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let at = |s: u64| start + Duration::from_secs(s);
+    let leases = hub.renew(&["c1", "c2"]);
+    tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    // `atoll leave` claims the empty set, then deletes the namespace: the Lease goes first.
+    let empty = lease("c2", 99, Some((99, &[], &[])));
+    let own = leases[0].clone();
+    let view = tracker.update(
+        at(1),
+        &wall(1),
+        &[own.clone(), empty],
+        &hub.records,
+        &hub.copies,
+    );
+    assert_eq!(services(&view), ["a", "b"], "records still there");
+    let view = tracker.update(
+        at(2),
+        &wall(2),
+        std::slice::from_ref(&own),
+        &hub.records,
+        &hub.copies,
+    );
+    assert_eq!(
+        services(&view),
+        ["a", "b"],
+        "the Lease is gone, its claim is remembered"
+    );
+    hub.records.retain(|r| r.spec.cluster != "c2");
+    hub.copies.clear();
+    let view = tracker.update(at(3), &wall(3), &[own], &hub.records, &hub.copies);
+    assert_eq!(services(&view), ["a"]);
+}
+
+#[test]
+fn epochs_only_grow() {
+    assert_eq!(next_epoch(0, 1_000), 1_000);
+    assert_eq!(next_epoch(1_000, 1_000), 1_001);
+    assert_eq!(
+        next_epoch(5_000, 1_000),
+        5_001,
+        "a clock that went back changes nothing"
+    );
+}

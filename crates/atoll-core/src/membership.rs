@@ -284,15 +284,22 @@ pub fn hub_objects(id: &ClusterId, uid: &str, clusterset: &str) -> HubObjects {
                 name: Some(READER_ROLE.to_owned()),
                 ..Default::default()
             },
-            rules: Some(vec![rule(
-                &[hub::GROUP],
-                &[
-                    "exportedservices",
-                    "exportedendpointslices",
-                    "namespacepolicies",
-                ],
-                READ,
-            )]),
+            rules: Some(vec![
+                rule(
+                    &[hub::GROUP],
+                    &[
+                        "exportedservices",
+                        "exportedendpointslices",
+                        "namespacepolicies",
+                    ],
+                    READ,
+                ),
+                // Every member's heartbeat, and no other Lease on the hub.
+                PolicyRule {
+                    resource_names: Some(vec![crate::liveness::LEASE_NAME.to_owned()]),
+                    ..rule(&["coordination.k8s.io"], &["leases"], READ)
+                },
+            ]),
             aggregation_rule: None,
         },
         reader_binding: ClusterRoleBinding {
@@ -539,7 +546,11 @@ mod tests {
             Some("atoll-east")
         );
         let reader = objects.reader.rules.unwrap();
-        assert_eq!(reader.len(), 1);
+        assert_eq!(reader.len(), 2);
+        assert_eq!(
+            reader[1].resource_names.as_deref(),
+            Some(&["atoll-heartbeat".to_owned()][..])
+        );
         assert_eq!(
             reader[0].api_groups.as_deref(),
             Some(&["hub.atoll.dev".to_owned()][..])

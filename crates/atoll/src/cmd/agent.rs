@@ -26,6 +26,13 @@ pub struct Args {
     /// Milliseconds to wait after a change before reconciling, to batch bursts of events.
     #[arg(long, default_value_t = 10)]
     pub debounce_ms: u64,
+    /// Seconds between renewals of this member's heartbeat Lease on the hub.
+    #[arg(long, default_value_t = 10)]
+    pub heartbeat_seconds: u64,
+    /// Seconds a source cluster's heartbeat may stay unchanged (as this agent sees it) before
+    /// its endpoints are withdrawn here; they return when it moves again.
+    #[arg(long, default_value_t = 60)]
+    pub member_grace_seconds: u64,
     /// Address of the admin HTTP server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "127.0.0.1:9470")]
     pub admin_address: std::net::SocketAddr,
@@ -34,6 +41,12 @@ pub struct Args {
 /// Runs the agent until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     use atoll_agent::identity;
+    anyhow::ensure!(
+        args.member_grace_seconds > 3 * args.heartbeat_seconds.max(1),
+        "--member-grace-seconds ({}) must be more than three heartbeats (--heartbeat-seconds {}), or a late heartbeat would withdraw a live cluster",
+        args.member_grace_seconds,
+        args.heartbeat_seconds
+    );
     let member = client(args.kubeconfig.as_ref(), args.context.as_ref(), "member").await?;
     // The id is the member's ClusterProperty; it is never taken from a flag here.
     let cluster_id = identity::cluster_id(&member).await?;
@@ -55,6 +68,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         member,
         hub,
         debounce: Duration::from_millis(args.debounce_ms),
+        heartbeat: Duration::from_secs(args.heartbeat_seconds.max(1)),
+        member_grace: Duration::from_secs(args.member_grace_seconds),
     };
     let telemetry = atoll_agent::Telemetry::default();
     let mut registry = prometheus_client::registry::Registry::default();

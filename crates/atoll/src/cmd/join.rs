@@ -368,6 +368,37 @@ where
     }
 }
 
+/// Claims, on the member's heartbeat Lease, that it publishes nothing: importers then drop its
+/// records as soon as they are deleted, instead of holding them for the grace (which protects
+/// against a hub that loses them).
+async fn claim_nothing(hub: &Client, namespace: &str) -> anyhow::Result<()> {
+    use atoll_core::liveness::{CLAIM_ANNOTATION, Claim, LEASE_NAME, digest, next_epoch};
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(hub.clone(), namespace);
+    let Some(lease) = leases.get_opt(LEASE_NAME).await? else {
+        return Ok(());
+    };
+    let last = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CLAIM_ANNOTATION))
+        .and_then(|v| Claim::parse(v))
+        .map_or(0, |c| c.epoch);
+    let now = u64::try_from(k8s_openapi::jiff::Timestamp::now().as_millisecond()).unwrap_or(0);
+    let claim = Claim {
+        epoch: next_epoch(last, now),
+        digest: digest(std::iter::empty()),
+    };
+    let patch =
+        serde_json::json!({ "metadata": { "annotations": { CLAIM_ANNOTATION: claim.encode() } } });
+    leases
+        .patch(LEASE_NAME, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .context("claiming an empty publication on the member's heartbeat Lease")?;
+    Ok(())
+}
+
 /// `atoll leave`.
 pub async fn leave(args: LeaveArgs) -> anyhow::Result<()> {
     let c = connect(&args.clusters).await?;
@@ -397,6 +428,7 @@ pub async fn leave(args: LeaveArgs) -> anyhow::Result<()> {
     }
     let h = &c.hub;
     let objects = membership::hub_objects(&id, &uid, "");
+    claim_nothing(h, &hub_ns).await?;
     // The hub namespace holds the member's records, endpoint copies and credentials: deleting
     // it withdraws its services from every importer.
     delete(&Api::<Namespace>::all(h.clone()), &hub_ns).await?;
