@@ -2,7 +2,7 @@
 //! (`atoll_core::announce`); this publishes it.
 
 use atoll_core::announce::Announcement;
-use atoll_core::plan::{ExportStatus, ImportStatus, Rejected};
+use atoll_core::plan::{ExportStatus, ImportStatus, ObjectKey, Rejected};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 
@@ -42,20 +42,27 @@ pub async fn publish(recorder: &Recorder, status: &ExportStatus) {
 
 /// Publishes the Events of one import's status change (a source cluster withdrawn or back).
 pub async fn publish_on_import(recorder: &Recorder, status: &ImportStatus) {
-    if status.announcements.is_empty() {
-        return;
+    for announcement in &status.announcements {
+        announce_on(recorder, "ServiceImport", &status.key, announcement).await;
     }
+}
+
+/// Publishes one Event on the MCS object `kind` `key`. A failed Event is logged, never fatal.
+pub async fn announce_on(
+    recorder: &Recorder,
+    kind: &str,
+    key: &ObjectKey,
+    announcement: &Announcement,
+) {
     let reference = ObjectReference {
         api_version: Some("multicluster.x-k8s.io/v1beta1".to_owned()),
-        kind: Some("ServiceImport".to_owned()),
-        namespace: Some(status.key.namespace.clone()),
-        name: Some(status.key.name.clone()),
+        kind: Some(kind.to_owned()),
+        namespace: Some(key.namespace.clone()),
+        name: Some(key.name.clone()),
         ..Default::default()
     };
-    for announcement in &status.announcements {
-        if let Err(error) = recorder.publish(&event(announcement), &reference).await {
-            tracing::warn!(%error, import = %status.key, reason = %announcement.reason, "publishing an Event failed");
-        }
+    if let Err(error) = recorder.publish(&event(announcement), &reference).await {
+        tracing::warn!(%error, object = %key, reason = %announcement.reason, "publishing an Event failed");
     }
 }
 

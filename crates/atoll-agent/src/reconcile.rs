@@ -59,8 +59,15 @@ impl Reported {
     }
 }
 
-/// Liveness metrics and log lines; `withdrawn` remembers which clusters were withdrawn last.
-fn report_liveness(context: &Context, liveness: &Liveness, withdrawn: &mut BTreeSet<String>) {
+/// What the last pass said about liveness, so logs tell changes only.
+#[derive(Debug, Default)]
+struct LastLiveness {
+    withdrawn: BTreeSet<String>,
+    blind: bool,
+}
+
+/// Liveness metrics and log lines.
+fn report_liveness(context: &Context, liveness: &Liveness, last: &mut LastLiveness) {
     let m = &context.metrics;
     for (cluster, seconds) in &liveness.last_seen_seconds {
         let labels = ClusterLabels {
@@ -72,20 +79,23 @@ fn report_liveness(context: &Context, liveness: &Liveness, withdrawn: &mut BTree
             .set(i64::from(liveness.withdrawn.contains_key(cluster)));
     }
     let now: BTreeSet<String> = liveness.withdrawn.keys().cloned().collect();
-    for cluster in now.difference(withdrawn) {
+    for cluster in now.difference(&last.withdrawn) {
         m.withdrawals.inc();
         tracing::warn!(%cluster, "withdrawing a source cluster: its heartbeat has not changed for longer than the grace");
     }
-    for cluster in withdrawn.difference(&now) {
+    for cluster in last.withdrawn.difference(&now) {
         m.restorations.inc();
         tracing::info!(%cluster, "restoring a source cluster: its heartbeat moves again");
     }
-    if liveness.blind {
+    if liveness.blind && !last.blind {
         tracing::warn!(
-            "this agent's own heartbeat is not visible on the hub: withdrawing nothing until it is"
+            "this agent's own heartbeat is not visible on the hub: imports stay as they are until it is"
         );
+    } else if last.blind && !liveness.blind {
+        tracing::info!("this agent's own heartbeat is visible on the hub again");
     }
-    *withdrawn = now;
+    last.withdrawn = now;
+    last.blind = liveness.blind;
 }
 
 fn gauge(value: usize) -> i64 {
@@ -122,7 +132,7 @@ pub async fn run_loop(
         config.cluster_id.as_str(),
         liveness::Settings::new(config.heartbeat, config.member_grace),
     );
-    let mut withdrawn: BTreeSet<String> = BTreeSet::new();
+    let mut last_liveness = LastLiveness::default();
     // When a grace or staleness runs out even if no watch event comes.
     let mut next_check: Option<Duration> = None;
     loop {
@@ -154,10 +164,12 @@ pub async fn run_loop(
             &observed.hub_slices,
         );
         next_check = view.next_check;
-        observed.records = view.records;
-        observed.hub_slices = view.copies;
+        observed.sources = Some(atoll_core::plan::Sources {
+            records: view.records,
+            copies: view.copies,
+        });
         observed.liveness = view.liveness;
-        report_liveness(&context, &observed.liveness, &mut withdrawn);
+        report_liveness(&context, &observed.liveness, &mut last_liveness);
         let planned = plan(&member, &observed, &feedback, &now);
         for rejected in reported.log(&planned.report) {
             events::announce_rejected(&context.recorder, rejected).await;

@@ -136,6 +136,7 @@ impl Stores {
             hub_slices: self.hub_slices.state(),
             policies: self.policies.state(),
             liveness: Default::default(),
+            sources: None,
             properties: self.properties.state(),
             profiles: self.profile.as_ref().map(Store::state).unwrap_or_default(),
         }

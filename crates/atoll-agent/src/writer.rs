@@ -343,6 +343,9 @@ async fn member_writes(
     context: &Context,
 ) -> (std::collections::BTreeMap<ServiceKey, Refusal>, usize) {
     let writes = &plan.member;
+    for (key, announcement) in &writes.withdrawn_imports {
+        events::announce_on(&context.recorder, "ServiceImport", key, announcement).await;
+    }
     let (derived, imports, slices, stale_imports, stale_derived, stale_slices) = futures::join!(
         apply_each::<Service>(member, &writes.apply_derived, context),
         imports_then_statuses(

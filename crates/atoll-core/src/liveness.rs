@@ -302,12 +302,13 @@ impl Tracker {
                 c.epoch >= source.accepted_epoch
                     && c.digest == publication_digest(&current.0, &current.1)
             });
-            if matches {
+            if matches && !blind {
                 source.accepted_epoch = source.claim.as_ref().map_or(0, |c| c.epoch);
                 source.held = Some(current.clone());
-            } else if source.accepted_epoch == 0 {
-                // A member that never claimed anything (no Atoll heartbeat yet) is taken as
-                // it is.
+            } else if source.accepted_epoch == 0 && !blind {
+                // A member that never claimed anything (no Atoll heartbeat yet) is taken as it
+                // is. While we are blind nothing changes: what we see may be a hub that is
+                // coming back, some kinds of objects before others.
                 source.held = Some(current.clone());
             }
             let (records, copies) = source.held.clone().unwrap_or_default();
@@ -316,7 +317,7 @@ impl Tracker {
             view.liveness
                 .last_seen_seconds
                 .insert(cluster.clone(), age.as_secs_f64());
-            if cluster == &self.own {
+            if cluster == &self.own && !blind {
                 soonest(self.settings.blind_after.saturating_sub(age));
             }
             if !blind && age > self.settings.grace && cluster != &self.own {
@@ -332,7 +333,7 @@ impl Tracker {
                 );
                 continue;
             }
-            if age > self.settings.stale_after && cluster != &self.own {
+            if age > self.settings.stale_after && cluster != &self.own && !blind {
                 view.liveness
                     .stale
                     .insert(cluster.clone(), source.last_change_wall.clone());
@@ -355,7 +356,10 @@ impl Tracker {
                     .is_some_and(|(r, c)| !r.is_empty() || !c.is_empty())
                     && !view.liveness.withdrawn.contains_key(cluster))
         });
-        view.next_check = next.map(|d| d + Duration::from_millis(50));
+        // Never sooner than a quarter second: a deadline that just passed is handled by this
+        // pass.
+        view.next_check =
+            next.map(|d| d.max(Duration::from_millis(200)) + Duration::from_millis(50));
         view
     }
 }

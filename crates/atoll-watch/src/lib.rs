@@ -29,7 +29,7 @@ where
 {
     let (reader, writer) = reflector::store();
     let stream = watcher(api, config)
-        .default_backoff()
+        .backoff(CappedBackoff::default())
         .modify(move |o| {
             o.managed_fields_mut().clear();
             trim(o);
@@ -46,6 +46,40 @@ where
         }
     });
     reader
+}
+
+/// Retries a failed watch after 250 ms, doubling up to 4 s (kube's default goes up to 30 s).
+/// After an apiserver comes back, every store is current again within seconds: liveness
+/// judgement waits for the stores to agree (see `atoll_core::liveness`), so a slow watch would
+/// delay recovery.
+#[derive(Debug, Clone)]
+struct CappedBackoff {
+    next: std::time::Duration,
+}
+
+const FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+const LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(4);
+
+impl Default for CappedBackoff {
+    fn default() -> Self {
+        Self { next: FIRST_RETRY }
+    }
+}
+
+impl Iterator for CappedBackoff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let now = self.next;
+        self.next = (self.next * 2).min(LAST_RETRY);
+        Some(now)
+    }
+}
+
+impl kube::runtime::utils::Backoff for CappedBackoff {
+    fn reset(&mut self) {
+        self.next = FIRST_RETRY;
+    }
 }
 
 /// A `trim` that keeps everything.

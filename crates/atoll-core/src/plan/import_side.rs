@@ -55,7 +55,7 @@ pub(super) fn plan(
         .filter_map(|n| n.metadata.name.as_deref())
         .collect();
     let mut copies: Copies = BTreeMap::new();
-    for copy in &observed.hub_slices {
+    for copy in observed.source_copies() {
         if let Some(owner) = slice_copy_owner(copy) {
             copies.entry(owner).or_default().push(copy);
         }
@@ -88,6 +88,30 @@ pub(super) fn plan(
         .filter(|(k, i)| owned(i.metadata.labels.as_ref()) && !wanted.imports.contains(*k))
         .map(|(k, _)| k.clone())
         .collect();
+    for key in &writes.delete_imports {
+        let service = (key.namespace.clone(), key.name.clone());
+        let sources: Vec<&str> = observed
+            .liveness
+            .withdrawn
+            .iter()
+            .filter(|(_, w)| w.services.contains(&service))
+            .map(|(c, _)| c.as_str())
+            .collect();
+        if !sources.is_empty() {
+            writes.withdrawn_imports.push((
+                key.clone(),
+                crate::announce::Announcement {
+                    warning: true,
+                    reason: "SourceClusterWithdrawn".to_owned(),
+                    note: format!(
+                        "removing the import: every source cluster ({}) is withdrawn, no heartbeat for longer than the grace",
+                        sources.join(", ")
+                    ),
+                    action: "Withdraw",
+                },
+            ));
+        }
+    }
     writes.delete_derived = here
         .services
         .iter()

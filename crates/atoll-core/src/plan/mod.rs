@@ -94,9 +94,34 @@ pub struct Observed {
     pub properties: Vec<Arc<ClusterProperty>>,
     /// Hub: this member's ClusterProfile, when it has one.
     pub profiles: Vec<Arc<ClusterProfile>>,
-    /// Which source clusters are withdrawn or stale (their records and copies are already
-    /// left out of `records` and `hub_slices`), from `crate::liveness::Tracker`.
+    /// Which source clusters are withdrawn or stale, from `crate::liveness::Tracker`.
     pub liveness: crate::liveness::Liveness,
+    /// The records and copies to import from, when they differ from what the hub holds now:
+    /// the tracker's view, without withdrawn clusters and with the last claimed sets of
+    /// clusters whose objects do not match their claims. `None`: import what the hub holds.
+    /// (The export side always compares with what the hub holds.)
+    pub sources: Option<Sources>,
+}
+
+/// What the import side merges.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    pub records: Vec<Arc<ExportedService>>,
+    pub copies: Vec<Arc<ExportedEndpointSlice>>,
+}
+
+impl Observed {
+    /// The records the import side merges.
+    pub fn source_records(&self) -> &[Arc<ExportedService>] {
+        self.sources.as_ref().map_or(&self.records, |s| &s.records)
+    }
+
+    /// The endpoint copies the import side turns into MCS EndpointSlices.
+    pub fn source_copies(&self) -> &[Arc<ExportedEndpointSlice>] {
+        self.sources
+            .as_ref()
+            .map_or(&self.hub_slices, |s| &s.copies)
+    }
 }
 
 /// Who is planning: the member's cluster id and, once joined, its ClusterProfile on the hub.
@@ -196,6 +221,9 @@ pub struct MemberWrites {
     /// MCS EndpointSlices.
     pub apply_slices: Vec<EndpointSlice>,
     pub delete_imports: Vec<ObjectKey>,
+    /// Events to publish on imports about to be deleted because every source cluster of theirs
+    /// is withdrawn (the Event outlives the object, so `kubectl get events` says why).
+    pub withdrawn_imports: Vec<(ObjectKey, Announcement)>,
     pub delete_derived: Vec<ObjectKey>,
     pub delete_slices: Vec<ObjectKey>,
 }
@@ -343,7 +371,7 @@ fn merge_trusted(
     report: &mut Report,
 ) -> BTreeMap<ServiceKey, MergedService> {
     let mut groups: BTreeMap<ServiceKey, Vec<&ExportedServiceSpec>> = BTreeMap::new();
-    for record in &observed.records {
+    for record in observed.source_records() {
         if let Some(problem) = record_problem(record) {
             let meta = &record.metadata;
             report.rejected.push(Rejected {

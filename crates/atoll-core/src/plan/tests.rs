@@ -903,4 +903,13 @@ fn withdrawn_sources_leave_the_import_say_so_and_the_last_one_takes_it_away() {
     withdraw(&mut world, "c2");
     let plan = world.step();
     assert_eq!(plan.member.delete_imports, [ObjectKey::new(NS, "hello")]);
+    let (key, event) = &plan.member.withdrawn_imports[0];
+    assert_eq!(key, &ObjectKey::new(NS, "hello"));
+    assert!(
+        event
+            .note
+            .contains("every source cluster (c2, c3) is withdrawn"),
+        "{}",
+        event.note
+    );
 }

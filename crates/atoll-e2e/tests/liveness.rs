@@ -1,0 +1,427 @@
+//! Liveness of source clusters on the local ClusterSet (heartbeats every 2 s, a 12 s grace, as
+//! `hack/agents.sh` runs the agents): silent or dead clusters are withdrawn after the grace and
+//! return when they heartbeat again; hub outages, hub wipes and skewed clocks withdraw nothing.
+//! Disruptive (stops agents and control planes): run one test at a time, after the others. The
+//! dead-cluster test sorts last: a restarted kwok control plane runs no pods for minutes.
+//! Measured times are printed to stderr (`-- --nocapture`).
+
+use std::time::{Duration, Instant};
+
+use atoll_api::hub::{self, ExportedService};
+use atoll_testing::mcs::{
+    HELLO_PORTS, deploy_and_export, import, import_snapshot, mcs_slices, wait_import_clusters,
+};
+use atoll_testing::membership::kubectl;
+use atoll_testing::{ClusterSet, Member, Undo, fixtures, wait_for};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+
+/// The grace `hack/agents.sh` gives the agents.
+const GRACE: Duration = Duration::from_secs(12);
+
+/// Source clusters of `ns/name`'s MCS slices in `member`.
+async fn slice_sources(member: &Member, ns: &str, name: &str) -> anyhow::Result<Vec<String>> {
+    let mut sources: Vec<String> = mcs_slices(member, ns, name)
+        .await?
+        .iter()
+        .filter_map(|s| s.labels().get(atoll_api::labels::SOURCE_CLUSTER).cloned())
+        .collect();
+    sources.sort();
+    sources.dedup();
+    Ok(sources)
+}
+
+/// Waits until `member` holds slices of `ns/name` from exactly `want`; returns how long it took.
+async fn wait_sources(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    want: &[&str],
+    within: Duration,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    wait_for(
+        &format!("slices of {ns}/{name} from {want:?} in {}", member.context),
+        within,
+        || async {
+            let got = slice_sources(member, ns, name).await?;
+            Ok(if got == want { Ok(()) } else { Err(got) })
+        },
+    )
+    .await?;
+    Ok(started.elapsed())
+}
+
+/// Waits until `member` has an Event with `reason` on the ServiceImport `ns/name`.
+async fn has_event(member: &Member, ns: &str, name: &str, reason: &str) -> anyhow::Result<bool> {
+    wait_for(
+        &format!("a {reason} Event on {ns}/{name} in {}", member.context),
+        Duration::from_secs(10),
+        || async {
+            let events = Api::<Event>::namespaced(member.client.clone(), ns)
+                .list(&ListParams::default())
+                .await?;
+            let found = events.items.iter().any(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            });
+            Ok(if found { Ok(()) } else { Err("none yet") })
+        },
+    )
+    .await?;
+    Ok(true)
+}
+
+/// `both` exported from c2 and c3, `only` from c2 alone.
+async fn two_services(
+    set: &ClusterSet,
+    prefix: &str,
+) -> anyhow::Result<atoll_testing::TestNamespace> {
+    let ns = set.namespace(prefix).await?;
+    for (member, name) in [
+        (&set.members[1], "both"),
+        (&set.members[2], "both"),
+        (&set.members[1], "only"),
+    ] {
+        fixtures::deployment(&member.client, &ns.name, name, 1).await?;
+        fixtures::apply_service(
+            &member.client,
+            &fixtures::service(&ns.name, name, name, HELLO_PORTS, false),
+        )
+        .await?;
+        fixtures::export(&member.client, &ns.name, name, &[]).await?;
+    }
+    for member in &set.members {
+        wait_sources(
+            member,
+            &ns.name,
+            "both",
+            &["c2", "c3"],
+            Duration::from_secs(30),
+        )
+        .await?;
+        wait_import_clusters(member, &ns.name, "only", 1).await?;
+    }
+    Ok(ns)
+}
+
+/// c2 silent (`stop` stops it): c1 and c3 keep its endpoints within the grace, then withdraw
+/// them, removing the import only c2 exported; `start` brings it back.
+async fn withdraw_and_restore(
+    set: &ClusterSet,
+    ns: &str,
+    stop: impl FnOnce() -> anyhow::Result<()>,
+    start: impl FnOnce() -> anyhow::Result<()>,
+    what: &str,
+) -> anyhow::Result<()> {
+    let (c1, c3) = (&set.members[0], &set.members[2]);
+    stop()?;
+    let stopped = Instant::now();
+    tokio::time::sleep(GRACE - Duration::from_secs(4)).await;
+    for member in [c1, c3] {
+        assert_eq!(
+            slice_sources(member, ns, "both").await?,
+            ["c2", "c3"],
+            "{}: c2 withdrawn before the grace",
+            member.context
+        );
+        assert!(import(member, ns, "only").await?.is_some());
+    }
+    for member in [c1, c3] {
+        wait_sources(member, ns, "both", &["c3"], Duration::from_secs(30)).await?;
+        eprintln!(
+            "{what}: {} withdrew c2 {:.1} s after it stopped (grace {} s)",
+            member.context,
+            stopped.elapsed().as_secs_f64(),
+            GRACE.as_secs()
+        );
+        wait_for(
+            &format!("`only` removed in {}", member.context),
+            Duration::from_secs(10),
+            || async {
+                Ok(match import(member, ns, "only").await? {
+                    None => Ok(()),
+                    Some(_) => Err("present"),
+                })
+            },
+        )
+        .await?;
+        let import = import(member, ns, "both").await?.unwrap_or_default();
+        let status = import.status.unwrap_or_default();
+        let clusters: Vec<&str> = status.clusters.iter().map(|c| c.cluster.as_str()).collect();
+        assert_eq!(clusters, ["c3"]);
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "hub.atoll.dev/SourceClusters")
+            .map(|c| (c.reason.clone(), c.message.clone()))
+            .unwrap_or_default();
+        assert_eq!(condition.0, "SourcesWithdrawn", "{condition:?}");
+        assert!(condition.1.contains("withdrawn: c2"), "{condition:?}");
+        assert!(has_event(member, ns, "both", "SourceClusterWithdrawn").await?);
+        assert!(has_event(member, ns, "only", "SourceClusterWithdrawn").await?);
+    }
+    start()?;
+    let started = Instant::now();
+    for member in [c1, c3] {
+        wait_sources(member, ns, "both", &["c2", "c3"], Duration::from_secs(60)).await?;
+        wait_import_clusters(member, ns, "only", 1).await?;
+        eprintln!(
+            "{what}: {} restored c2 {:.1} s after it started",
+            member.context,
+            started.elapsed().as_secs_f64()
+        );
+        assert!(has_event(member, ns, "both", "SourceClusterRestored").await?);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_silent_agent_is_withdrawn_after_the_grace_and_comes_back() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let _agent = Undo::new(|| {
+        let _ = fixtures::agents("start", &["c2"]);
+    });
+    let ns = two_services(&set, "silent").await?;
+    withdraw_and_restore(
+        &set,
+        &ns.name,
+        || fixtures::agents("stop", &["c2"]),
+        || fixtures::agents("start", &["c2"]),
+        "agent stopped",
+    )
+    .await?;
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn when_a_cluster_dies_it_is_withdrawn_after_the_grace_and_comes_back() -> anyhow::Result<()>
+{
+    let set = ClusterSet::from_env().await?;
+    let _cluster = Undo::new(|| {
+        let _ = fixtures::cluster("start", "c2");
+        let _ = fixtures::agents("start", &["c2"]);
+    });
+    let ns = two_services(&set, "dead").await?;
+    withdraw_and_restore(
+        &set,
+        &ns.name,
+        || {
+            fixtures::agents("stop", &["c2"])?;
+            fixtures::cluster("stop", "c2")
+        },
+        || {
+            fixtures::cluster("start", "c2")?;
+            fixtures::agents("start", &["c2"])
+        },
+        "cluster dead",
+    )
+    .await?;
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn a_hub_outage_longer_than_the_grace_withdraws_nothing() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("huboutage").await?;
+    deploy_and_export(&set.members[1], &ns.name, HELLO_PORTS, false).await?;
+    for member in &set.members {
+        wait_import_clusters(member, &ns.name, "hello", 1).await?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = import_snapshot(&set, &ns.name, "hello").await?;
+    let _hub = Undo::new(|| {
+        let _ = fixtures::cluster("start", "c1");
+    });
+    fixtures::cluster("stop", "c1")?;
+    tokio::time::sleep(GRACE + Duration::from_secs(8)).await;
+    let others = ClusterSet {
+        kubeconfig: set.kubeconfig.clone(),
+        members: set.members[1..].to_vec(),
+    };
+    let during: Vec<_> = before
+        .iter()
+        .filter(|(k, _, _)| !k.starts_with("kwok-c1:"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        import_snapshot(&others, &ns.name, "hello").await?,
+        during,
+        "outage withdrew"
+    );
+    fixtures::cluster("start", "c1")?;
+    // Back, and for longer than a grace: still nothing changed anywhere.
+    tokio::time::sleep(GRACE + Duration::from_secs(2)).await;
+    assert_eq!(
+        import_snapshot(&set, &ns.name, "hello").await?,
+        before,
+        "changed after the outage"
+    );
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn a_wiped_hub_withdraws_nothing_and_is_published_again() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = two_services(&set, "wipe").await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut before = Vec::new();
+    for name in ["both", "only"] {
+        before.push(import_snapshot(&set, &ns.name, name).await?);
+    }
+    // What a restore from an old backup would leave: no record, copy or heartbeat.
+    let wiped = Instant::now();
+    for member in ["c1", "c2", "c3"] {
+        let namespace = hub::namespace_for(member);
+        kubectl(
+            &set,
+            "kwok-c1",
+            &[
+                "-n",
+                &namespace,
+                "delete",
+                "--all",
+                "--wait=false",
+                "exportedservices.hub.atoll.dev,exportedendpointslices.hub.atoll.dev",
+            ],
+        )?;
+        kubectl(
+            &set,
+            "kwok-c1",
+            &[
+                "-n",
+                &namespace,
+                "delete",
+                "--wait=false",
+                "lease",
+                "atoll-heartbeat",
+            ],
+        )?;
+    }
+    let records: Api<ExportedService> = Api::all(set.members[0].client.clone());
+    let count =
+        |items: Vec<ExportedService>| items.iter().filter(|r| r.spec.namespace == ns.name).count();
+    wait_for(
+        "every record published again",
+        Duration::from_secs(20),
+        || async {
+            let n = count(records.list(&ListParams::default()).await?.items);
+            Ok(if n == 3 { Ok(()) } else { Err(n) })
+        },
+    )
+    .await?;
+    eprintln!(
+        "hub wipe: every record published again {:.1} s later",
+        wiped.elapsed().as_secs_f64()
+    );
+    // Longer than a grace later nothing was deleted or recreated anywhere.
+    tokio::time::sleep(GRACE + Duration::from_secs(2)).await;
+    for (name, was) in ["both", "only"].iter().zip(&before) {
+        let now = import_snapshot(&set, &ns.name, name).await?;
+        for (key, uid, _) in was {
+            let same = now.iter().find(|(k, _, _)| k == key).map(|(_, u, _)| u);
+            assert_eq!(
+                same,
+                Some(uid),
+                "{key} was deleted or recreated by the wipe"
+            );
+        }
+    }
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn a_member_with_a_skewed_clock_that_keeps_renewing_is_never_withdrawn() -> anyhow::Result<()>
+{
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("skew").await?;
+    let hub_client = set.members[0].client.clone();
+    // A member c8 (no agent) whose clock is hours off: its Lease's renewTime is 3 h in the past,
+    // then 3 h in the future, and it renews every 2 s.
+    let member_ns = hub::namespace_for("c8");
+    let mut namespace = k8s_openapi::api::core::v1::Namespace::default();
+    namespace.metadata.name = Some(member_ns.clone());
+    match Api::<k8s_openapi::api::core::v1::Namespace>::all(hub_client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let _remove = {
+        let set = set.clone();
+        let member_ns = member_ns.clone();
+        Undo::new(move || {
+            let _ = kubectl(
+                &set,
+                "kwok-c1",
+                &["delete", "namespace", &member_ns, "--wait=false"],
+            );
+        })
+    };
+    let spec = serde_json::from_value(serde_json::json!({
+        "cluster": "c8", "namespace": ns.name, "name": "skewed",
+        "exportCreated": "2026-01-01T00:00:00Z", "type": "ClusterSetIP",
+        "ports": [{"name": "tcp", "protocol": "TCP", "port": 80}], "ipFamilies": ["IPv4"]
+    }))?;
+    let mut record = ExportedService::new(&hub::record_name(&ns.name, "skewed"), spec);
+    record.metadata.namespace = Some(member_ns.clone());
+    Api::<ExportedService>::namespaced(hub_client.clone(), &member_ns)
+        .patch(
+            &record.name_any(),
+            &PatchParams::apply("atoll-e2e"),
+            &Patch::Apply(&record),
+        )
+        .await?;
+    let leases: Api<Lease> = Api::namespaced(hub_client.clone(), &member_ns);
+    let renew = |offset_hours: i64| {
+        let at = k8s_openapi::jiff::Timestamp::now()
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_hours(offset_hours))
+            .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now());
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": { "name": "atoll-heartbeat", "namespace": member_ns },
+            "spec": { "holderIdentity": "c8", "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at) },
+        })
+    };
+    let started = Instant::now();
+    let mut imported_once = false;
+    while started.elapsed() < GRACE * 3 {
+        let offset = if started.elapsed() < GRACE * 3 / 2 {
+            -3
+        } else {
+            3
+        };
+        leases
+            .patch(
+                "atoll-heartbeat",
+                &PatchParams::apply("atoll-e2e").force(),
+                &Patch::Apply(&renew(offset)),
+            )
+            .await?;
+        for member in &set.members {
+            let present = import(member, &ns.name, "skewed").await?.is_some();
+            if imported_once {
+                assert!(
+                    present,
+                    "{} withdrew c8 after {:.1} s although it renews",
+                    member.context,
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+        if !imported_once {
+            let mut all = true;
+            for member in &set.members {
+                all &= import(member, &ns.name, "skewed").await?.is_some();
+            }
+            imported_once = all;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    assert!(imported_once, "c8's service was never imported");
+    ns.cleanup().await
+}
