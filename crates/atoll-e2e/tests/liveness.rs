@@ -163,8 +163,8 @@ async fn withdraw_and_restore(
         assert!(has_event(member, ns, "both", "SourceClusterWithdrawn").await?);
         assert!(has_event(member, ns, "only", "SourceClusterWithdrawn").await?);
     }
-    start()?;
     let started = Instant::now();
+    start()?;
     for member in [c1, c3] {
         wait_sources(member, ns, "both", &["c2", "c3"], Duration::from_secs(60)).await?;
         wait_import_clusters(member, ns, "only", 1).await?;
