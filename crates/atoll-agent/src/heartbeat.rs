@@ -20,6 +20,9 @@ use tokio::sync::watch;
 use crate::metrics::Metrics;
 use crate::writer::FIELD_MANAGER;
 
+/// Annotation on the heartbeat Lease: the member's last failed write (empty when none).
+pub const LAST_ERROR_ANNOTATION: &str = "hub.atoll.dev/last-error";
+
 /// How the heartbeat runs.
 #[derive(Clone, Copy, Debug)]
 pub struct Settings {
@@ -58,13 +61,23 @@ pub async fn run(
                 digest,
             },
         };
+        // What `atoll status` shows as this member's last error (bounded: annotations are small).
+        let last_error: String = metrics
+            .last_error
+            .lock()
+            .ok()
+            .and_then(|e| e.clone())
+            .unwrap_or_default()
+            .chars()
+            .take(512)
+            .collect();
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {
                 "name": LEASE_NAME,
                 "namespace": namespace,
                 "labels": { hub::LABEL_CLUSTER: id.as_str() },
-                "annotations": { CLAIM_ANNOTATION: claim.encode() },
+                "annotations": { CLAIM_ANNOTATION: claim.encode(), LAST_ERROR_ANNOTATION: last_error },
             },
             "spec": {
                 "holderIdentity": id.as_str(),

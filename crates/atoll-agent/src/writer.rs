@@ -143,6 +143,9 @@ fn report(metrics: &Metrics, error: &WriteError) {
             kind: error.kind.clone(),
         })
         .inc();
+    if let Ok(mut last) = metrics.last_error.lock() {
+        *last = Some(format!("{} {error}", Timestamp::now()));
+    }
 }
 
 /// Server-side applies `object` (its name and namespace come from its metadata).

@@ -18,6 +18,7 @@ pub mod conditions;
 pub mod derived;
 pub mod diff;
 pub mod dns;
+pub mod explain;
 pub mod export;
 pub mod import;
 pub mod liveness;

@@ -29,6 +29,12 @@ enum Command {
     Join(cmd::join::JoinArgs),
     /// Take a cluster out of the ClusterSet: its services are withdrawn everywhere.
     Leave(cmd::join::LeaveArgs),
+    /// The ClusterSet's members (heartbeat age, state, exports, last error) and this member's
+    /// imports.
+    Status(cmd::inspect::StatusArgs),
+    /// Trace one service hop by hop from this member and name the first broken hop with a fix;
+    /// exits 1 when something is broken.
+    Explain(cmd::inspect::ExplainArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -40,6 +46,12 @@ fn main() -> std::process::ExitCode {
         Command::Agent(args) => serve(cmd::agent::run(args)),
         Command::Join(args) => serve(cmd::join::join(args)),
         Command::Leave(args) => serve(cmd::join::leave(args)),
+        Command::Status(args) => serve(cmd::inspect::status(args)),
+        Command::Explain(args) => match serve(cmd::inspect::explain_service(args)) {
+            Ok(true) => Ok(()),
+            Ok(false) => return std::process::ExitCode::from(1),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -65,7 +77,7 @@ fn init_logging() -> anyhow::Result<()> {
 
 /// Runs a long-lived subcommand: logging, a Tokio runtime, and on the way out a short grace
 /// period for lingering tasks (watch streams, connections) instead of waiting for them.
-fn serve(command: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+fn serve<T>(command: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
     init_logging()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -3,10 +3,12 @@
 //! [`answer`], which only parses, looks up and copies bytes.
 
 mod answer;
+mod resolve;
 mod wire;
 mod zone;
 
 pub use answer::{Outcome, answer};
+pub use resolve::resolve;
 pub use wire::{MAX_NAME, ParseError, Query, encode_name, parse_query, rcode, rtype};
 pub use zone::{DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, Missing, Zone, ZoneConfig};
 

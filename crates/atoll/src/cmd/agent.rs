@@ -87,7 +87,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// A hub client from the kubeconfig text `atoll join` stored.
-async fn hub_client(text: &str) -> anyhow::Result<kube::Client> {
+pub(super) async fn hub_client(text: &str) -> anyhow::Result<kube::Client> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let file = kube::config::Kubeconfig::from_yaml(text)
         .context("parsing the hub kubeconfig in Secret atoll-system/atoll-hub")?;

@@ -4,6 +4,7 @@ mod admin;
 pub mod agent;
 pub mod crds;
 pub mod dns;
+pub mod inspect;
 pub mod join;
 mod kubeconfig;
 pub mod policy;

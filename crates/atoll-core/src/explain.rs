@@ -1,0 +1,354 @@
+//! `atoll explain`, pure: from what one member, the hub and any other reachable members hold
+//! about one service, the path of that service hop by hop (exports, namespace policy, hub
+//! records, source clusters, merge, this member's namespace, ServiceImport, endpoints, DNS),
+//! each hop with what was found and, when it is broken, a concrete fix.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use atoll_api::hub::{ExportedService, ExportedServiceSpec, NamespacePolicySpec};
+use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use atoll_api::{Condition, ConditionStatus};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use crate::merge::merge;
+use crate::namespaces::excluded;
+use crate::trust::record_problem;
+
+/// What one inspected member holds for the service.
+#[derive(Clone, Debug, Default)]
+pub struct MemberView {
+    pub cluster: String,
+    pub service: Option<Service>,
+    pub export: Option<ServiceExport>,
+}
+
+/// Everything gathered for `namespace/name`, from the point of view of `member`.
+#[derive(Clone, Debug, Default)]
+pub struct Facts {
+    pub namespace: String,
+    pub name: String,
+    /// The member whose point of view this is.
+    pub member: String,
+    /// Every member that could be inspected (this one included).
+    pub members: Vec<MemberView>,
+    /// Hub records of this service, in every member namespace.
+    pub records: Vec<ExportedService>,
+    /// Age of each member's heartbeat (by its renewTime, as the hub holds it); `None` when it
+    /// has none.
+    pub heartbeats: BTreeMap<String, Option<Duration>>,
+    /// The grace after which importers withdraw a silent member.
+    pub grace: Duration,
+    pub policy: NamespacePolicySpec,
+    /// Whether the namespace exists in this member.
+    pub namespace_exists: bool,
+    pub import: Option<ServiceImport>,
+    pub slices: Vec<EndpointSlice>,
+    /// What `atoll dns` answers for the service's name here: response code and addresses.
+    pub dns: Option<(String, Vec<IpAddr>)>,
+}
+
+/// One hop of the service's path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hop {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+    /// What to do, when the hop is broken.
+    pub fix: Option<String>,
+}
+
+fn ok(name: impl Into<String>, detail: impl Into<String>) -> Hop {
+    Hop {
+        name: name.into(),
+        ok: true,
+        detail: detail.into(),
+        fix: None,
+    }
+}
+
+fn broken(name: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Hop {
+    Hop {
+        name: name.into(),
+        ok: false,
+        detail: detail.into(),
+        fix: Some(fix.into()),
+    }
+}
+
+fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 120 {
+        format!("{}m ago", s / 60)
+    } else {
+        format!("{s}s ago")
+    }
+}
+
+/// The hops, in order. The first that is not `ok` is what to fix first.
+pub fn explain(f: &Facts) -> Vec<Hop> {
+    let mut hops = Vec::new();
+    let id = format!("{}/{}", f.namespace, f.name);
+
+    // 1. Exports in the members that could be inspected.
+    for m in &f.members {
+        let hop = format!("export in {}", m.cluster);
+        match (&m.service, &m.export) {
+            (_, Some(export)) => {
+                let conditions = export.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+                match find(conditions, "Valid") {
+                    Some(v) if v.status == ConditionStatus::False => hops.push(broken(
+                        hop,
+                        format!("ServiceExport {id} is not valid: {} ({})", v.reason, v.message),
+                        match v.reason.as_str() {
+                            "NoService" => format!("create the Service {id} in {}", m.cluster),
+                            "NamespaceExcluded" => "change the NamespacePolicy clusterset on the hub, or export from another namespace".to_owned(),
+                            _ => format!("fix the Service {id} in {} ({})", m.cluster, v.message),
+                        },
+                    )),
+                    Some(_) => hops.push(ok(hop, format!("ServiceExport {id} is valid"))),
+                    None => hops.push(broken(
+                        hop,
+                        format!("ServiceExport {id} has no Valid condition yet"),
+                        format!("check that the Atoll agent runs in {} (its /readyz)", m.cluster),
+                    )),
+                }
+            }
+            (Some(_), None) => hops.push(ok(
+                hop,
+                format!("Service {id} exists but is not exported (not part of the service unless exported)"),
+            )),
+            (None, None) => {}
+        }
+    }
+    let exported_somewhere = f.members.iter().any(|m| m.export.is_some());
+    if f.records.is_empty() && !exported_somewhere {
+        let local: Vec<&str> = f
+            .members
+            .iter()
+            .filter(|m| m.service.is_some())
+            .map(|m| m.cluster.as_str())
+            .collect();
+        hops.push(broken(
+            "exports",
+            format!("no cluster exports {id}"),
+            match local.first() {
+                Some(c) => format!("create a ServiceExport {id} next to the Service in {c}"),
+                None => format!("create the Service {id} and a ServiceExport next to it in the clusters that serve it"),
+            },
+        ));
+        return hops;
+    }
+
+    // 2. Namespace policy.
+    if let Some(why) = excluded(&f.policy, &f.namespace) {
+        hops.push(broken(
+            "namespace policy",
+            why,
+            "edit the NamespacePolicy clusterset on the hub (kubectl edit namespacepolicy clusterset)",
+        ));
+        return hops;
+    }
+    hops.push(ok(
+        "namespace policy",
+        format!("namespace {} takes part in the ClusterSet", f.namespace),
+    ));
+
+    // 3. Hub records, 4. their source clusters.
+    let mut trusted: Vec<&ExportedServiceSpec> = Vec::new();
+    for r in &f.records {
+        let name = format!(
+            "hub record {}/{}",
+            r.metadata.namespace.as_deref().unwrap_or_default(),
+            r.metadata.name.as_deref().unwrap_or_default()
+        );
+        match record_problem(r) {
+            Some(problem) => hops.push(broken(
+                name,
+                format!("ignored by every importer: {problem}"),
+                "delete the record; only the agent of the cluster it names may publish it",
+            )),
+            None => {
+                hops.push(ok(name, format!("published by {}", r.spec.cluster)));
+                trusted.push(&r.spec);
+            }
+        }
+    }
+    if trusted.is_empty() {
+        let exporters: Vec<&str> = f
+            .members
+            .iter()
+            .filter(|m| m.export.is_some())
+            .map(|m| m.cluster.as_str())
+            .collect();
+        hops.push(broken(
+            "hub records",
+            format!("the hub holds no record of {id}"),
+            format!(
+                "check the Atoll agent of {} (its log, /readyz, and the export's Ready condition)",
+                exporters.join(", ")
+            ),
+        ));
+        return hops;
+    }
+    for spec in &trusted {
+        let hop = format!("source cluster {}", spec.cluster);
+        match f.heartbeats.get(&spec.cluster) {
+            Some(Some(a)) if *a > f.grace => hops.push(broken(
+                hop,
+                format!(
+                    "{} withdrawn: its Lease last changed {} (grace {} s)",
+                    spec.cluster,
+                    age(*a),
+                    f.grace.as_secs()
+                ),
+                format!(
+                    "bring the Atoll agent of {} back (or `atoll leave` it)",
+                    spec.cluster
+                ),
+            )),
+            Some(Some(a)) => hops.push(ok(hop, format!("heartbeat renewed {}", age(*a)))),
+            Some(None) | None => hops.push(ok(hop, "no heartbeat Lease (imported as published)")),
+        }
+    }
+
+    // 5. Merge.
+    if let Some(m) = merge(&trusted) {
+        if m.conflicts.any() {
+            hops.push(broken(
+                "merge",
+                format!(
+                    "{}: {}",
+                    m.conflicts.reason(),
+                    m.conflicts.message(&m.winner)
+                ),
+                format!("make the Services {id} agree in every exporting cluster"),
+            ));
+        } else {
+            hops.push(ok(
+                "merge",
+                format!(
+                    "{:?} from {} cluster(s), no conflict",
+                    m.spec.type_,
+                    m.clusters.len()
+                ),
+            ));
+        }
+    }
+
+    // 6. This member.
+    if !f.namespace_exists {
+        hops.push(broken(
+            format!("namespace in {}", f.member),
+            format!("namespace {} does not exist in {}", f.namespace, f.member),
+            format!(
+                "create it: kubectl create namespace {} (Atoll never creates namespaces)",
+                f.namespace
+            ),
+        ));
+        return hops;
+    }
+    let Some(import) = &f.import else {
+        hops.push(broken(
+            format!("ServiceImport in {}", f.member),
+            format!(
+                "no ServiceImport {id} in {} although the hub has {} record(s)",
+                f.member,
+                trusted.len()
+            ),
+            format!(
+                "check the Atoll agent of {} (its /readyz and log)",
+                f.member
+            ),
+        ));
+        return hops;
+    };
+    let status = import.status.clone().unwrap_or_default();
+    let conditions = status.conditions.as_slice();
+    if let Some(r) = find(conditions, "Ready").filter(|c| c.status != ConditionStatus::True) {
+        hops.push(broken(
+            format!("ServiceImport in {}", f.member),
+            format!("not ready: {} ({})", r.reason, r.message),
+            if r.reason == "IPFamilyNotSupported" {
+                "export the service with an IP family this cluster has (e.g. PreferDualStack)"
+                    .to_owned()
+            } else {
+                format!("check the Atoll agent of {}", f.member)
+            },
+        ));
+        return hops;
+    }
+    if let Some(s) = find(conditions, crate::conditions::SOURCE_CLUSTERS)
+        .filter(|c| c.status != ConditionStatus::True)
+    {
+        hops.push(broken(
+            format!("ServiceImport in {}", f.member),
+            format!("{}: {}", s.reason, s.message),
+            "bring the withdrawn or stale clusters' agents back",
+        ));
+        return hops;
+    }
+    let ips = import
+        .spec
+        .as_ref()
+        .map(|s| s.ips.clone())
+        .unwrap_or_default();
+    let sources: Vec<String> = status.clusters.iter().map(|c| c.cluster.clone()).collect();
+    hops.push(ok(
+        format!("ServiceImport in {}", f.member),
+        format!("ready, IPs {ips:?}, from {}", sources.join(", ")),
+    ));
+
+    // 7. Endpoints.
+    let ready: usize = f
+        .slices
+        .iter()
+        .flat_map(|s| s.endpoints.iter())
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+        .count();
+    if ready == 0 {
+        hops.push(broken(
+            format!("endpoints in {}", f.member),
+            "no ready endpoint in any MCS EndpointSlice",
+            "check the pods behind the Service in the exporting clusters",
+        ));
+        return hops;
+    }
+    hops.push(ok(
+        format!("endpoints in {}", f.member),
+        format!("{ready} ready endpoint(s)"),
+    ));
+
+    // 8. DNS.
+    if let Some((rcode, addresses)) = &f.dns {
+        let fqdn = format!("{}.{}.svc.clusterset.local", f.name, f.namespace);
+        let want: Vec<IpAddr> = ips.iter().filter_map(|i| i.parse().ok()).collect();
+        let headless = import
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.type_ == atoll_api::multicluster::ServiceImportType::Headless);
+        if rcode == "NOERROR"
+            && !addresses.is_empty()
+            && (headless || want.iter().all(|w| addresses.contains(w)))
+        {
+            hops.push(ok("DNS", format!("{fqdn} -> {addresses:?}")));
+        } else {
+            hops.push(broken(
+                "DNS",
+                format!("atoll dns would answer {rcode} {addresses:?} for {fqdn}"),
+                format!("check that atoll dns runs in {} and that CoreDNS forwards clusterset.local to it", f.member),
+            ));
+        }
+    }
+    hops
+}
+
+#[cfg(test)]
+#[path = "explain_tests.rs"]
+mod tests;

@@ -1,0 +1,154 @@
+use serde_json::json;
+
+use super::*;
+
+fn record(cluster: &str, port: i32, created: &str) -> ExportedService {
+    serde_json::from_value(json!({
+        "apiVersion": "hub.atoll.dev/v1alpha1", "kind": "ExportedService",
+        "metadata": { "name": "shop.web", "namespace": format!("atoll-{cluster}") },
+        "spec": { "cluster": cluster, "namespace": "shop", "name": "web", "exportCreated": created,
+                  "type": "ClusterSetIP", "ports": [{"name": "http", "protocol": "TCP", "port": port}],
+                  "ipFamilies": ["IPv4"] }
+    }))
+    .unwrap()
+}
+
+fn export(valid: (&str, &str)) -> ServiceExport {
+    serde_json::from_value(json!({
+        "metadata": { "name": "web", "namespace": "shop" },
+        "status": { "conditions": [{ "type": "Valid", "status": valid.0, "reason": valid.1,
+                    "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z" }] }
+    }))
+    .unwrap()
+}
+
+fn import(ready: bool) -> ServiceImport {
+    serde_json::from_value(json!({
+        "metadata": { "name": "web", "namespace": "shop" },
+        "spec": { "type": "ClusterSetIP", "ips": ["10.101.0.9"], "ports": [] },
+        "status": { "clusters": [{"cluster": "c2"}], "conditions": [
+            { "type": "Ready", "status": if ready { "True" } else { "False" }, "reason": if ready { "Ready" } else { "Pending" },
+              "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z" },
+            { "type": "hub.atoll.dev/SourceClusters", "status": "True", "reason": "AllLive",
+              "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z" }] }
+    }))
+    .unwrap()
+}
+
+fn slice() -> EndpointSlice {
+    serde_json::from_value(json!({
+        "metadata": { "name": "web-c2-ipv4-0", "namespace": "shop" },
+        "addressType": "IPv4",
+        "endpoints": [{ "addresses": ["10.202.0.5"], "conditions": { "ready": true } }]
+    }))
+    .unwrap()
+}
+
+/// A healthy service exported by c2, seen from c3.
+fn healthy() -> Facts {
+    Facts {
+        namespace: "shop".into(),
+        name: "web".into(),
+        member: "c3".into(),
+        members: vec![MemberView {
+            cluster: "c2".into(),
+            service: Some(Service::default()),
+            export: Some(export(("True", "Valid"))),
+        }],
+        records: vec![record("c2", 80, "2026-01-01T00:00:00Z")],
+        heartbeats: [("c2".to_owned(), Some(Duration::from_secs(3)))].into(),
+        grace: Duration::from_secs(60),
+        policy: NamespacePolicySpec::default(),
+        namespace_exists: true,
+        import: Some(import(true)),
+        slices: vec![slice()],
+        dns: Some(("NOERROR".into(), vec!["10.101.0.9".parse().unwrap()])),
+    }
+}
+
+fn first_broken(f: &Facts) -> Option<Hop> {
+    explain(f).into_iter().find(|h| !h.ok)
+}
+
+#[test]
+fn a_healthy_service_has_no_broken_hop_and_ends_with_its_dns_answer() {
+    let hops = explain(&healthy());
+    assert!(hops.iter().all(|h| h.ok), "{hops:#?}");
+    assert_eq!(hops.last().unwrap().name, "DNS");
+    assert!(hops.last().unwrap().detail.contains("10.101.0.9"));
+}
+
+#[test]
+fn a_missing_namespace_in_the_importer_is_named_with_the_command_to_fix_it() {
+    let mut f = healthy();
+    f.namespace_exists = false;
+    f.import = None;
+    let hop = first_broken(&f).unwrap();
+    assert_eq!(hop.name, "namespace in c3");
+    assert_eq!(hop.detail, "namespace shop does not exist in c3");
+    assert!(hop.fix.unwrap().contains("kubectl create namespace shop"));
+}
+
+#[test]
+fn an_invalid_export_is_named_first() {
+    let mut f = healthy();
+    f.members[0].export = Some(export(("False", "NoService")));
+    f.members[0].service = None;
+    f.records.clear();
+    let hop = first_broken(&f).unwrap();
+    assert_eq!(hop.name, "export in c2");
+    assert!(hop.detail.contains("NoService"));
+    assert_eq!(
+        hop.fix.as_deref(),
+        Some("create the Service shop/web in c2")
+    );
+}
+
+#[test]
+fn a_conflict_is_named_with_the_winner() {
+    let mut f = healthy();
+    f.records.push(record("c1", 8080, "2025-01-01T00:00:00Z"));
+    f.heartbeats
+        .insert("c1".into(), Some(Duration::from_secs(1)));
+    let hop = first_broken(&f).unwrap();
+    assert_eq!(hop.name, "merge");
+    assert!(hop.detail.starts_with("PortConflict"), "{}", hop.detail);
+    assert!(
+        hop.detail.contains("from cluster c1, wins"),
+        "{}",
+        hop.detail
+    );
+}
+
+#[test]
+fn a_withdrawn_source_cluster_is_named_with_its_lease_age() {
+    let mut f = healthy();
+    f.heartbeats
+        .insert("c2".into(), Some(Duration::from_secs(180)));
+    let hop = first_broken(&f).unwrap();
+    assert_eq!(hop.name, "source cluster c2");
+    assert_eq!(
+        hop.detail,
+        "c2 withdrawn: its Lease last changed 3m ago (grace 60 s)"
+    );
+}
+
+#[test]
+fn a_service_nobody_exports_says_where_to_export_it() {
+    let mut f = healthy();
+    f.records.clear();
+    f.members[0].export = None;
+    let hop = first_broken(&f).unwrap();
+    assert_eq!(hop.name, "exports");
+    assert_eq!(
+        hop.fix.as_deref(),
+        Some("create a ServiceExport shop/web next to the Service in c2")
+    );
+}
+
+#[test]
+fn a_dns_answer_without_the_vip_is_broken() {
+    let mut f = healthy();
+    f.dns = Some(("NXDOMAIN".into(), Vec::new()));
+    assert_eq!(first_broken(&f).unwrap().name, "DNS");
+}

@@ -1,0 +1,396 @@
+//! `atoll status` and `atoll explain`: read-only looks at the ClusterSet from one member (and
+//! its hub). Decisions about what is broken are made in `atoll_core::explain`; this module
+//! reads and prints.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use atoll_agent::heartbeat::LAST_ERROR_ANNOTATION;
+use atoll_agent::identity;
+use atoll_api::hub::{self, ExportedService, NAMESPACE_POLICY, NamespacePolicy};
+use atoll_api::labels;
+use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use atoll_core::explain::{Facts, MemberView, explain};
+use atoll_core::liveness::LEASE_NAME;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use serde::Serialize;
+
+use super::kubeconfig::client;
+
+/// Where to look.
+#[derive(Debug, clap::Args)]
+pub struct Target {
+    /// Kubeconfig of the member to look from.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the member in --kubeconfig.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Kubeconfig of the hub (default: the credentials `atoll join` stored in the member).
+    #[arg(long)]
+    pub hub_kubeconfig: Option<PathBuf>,
+    /// Context of the hub in --hub-kubeconfig.
+    #[arg(long)]
+    pub hub_context: Option<String>,
+    /// The agents' heartbeat interval and withdrawal grace, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub heartbeat_seconds: u64,
+    #[arg(long, default_value_t = 60)]
+    pub member_grace_seconds: u64,
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// Arguments of `atoll status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub target: Target,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+}
+
+/// Arguments of `atoll explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The service, as namespace/name.
+    pub service: String,
+    #[command(flatten)]
+    pub target: Target,
+    /// Other members to inspect (contexts of --kubeconfig), for their Services and exports.
+    #[arg(long, value_delimiter = ',')]
+    pub inspect_contexts: Vec<String>,
+}
+
+struct Clients {
+    member: Client,
+    id: String,
+    hub: Client,
+}
+
+async fn connect(target: &Target) -> anyhow::Result<Clients> {
+    let member = client(
+        target.kubeconfig.as_ref(),
+        target.context.as_ref(),
+        "member",
+    )
+    .await?;
+    let id = identity::cluster_id(&member).await?.to_string();
+    let hub = match &target.hub_kubeconfig {
+        Some(path) => client(Some(path), target.hub_context.as_ref(), "hub").await?,
+        None => super::agent::hub_client(&identity::hub_secret(&member).await?.0).await?,
+    };
+    Ok(Clients { member, id, hub })
+}
+
+/// Age of each member's heartbeat by its renewTime, and its last error annotation.
+async fn heartbeats(hub: &Client) -> anyhow::Result<BTreeMap<String, (Option<Duration>, String)>> {
+    let leases = Api::<Lease>::all(hub.clone())
+        .list(&ListParams::default().fields(&format!("metadata.name={LEASE_NAME}")))
+        .await
+        .context("listing the members' heartbeat Leases on the hub")?;
+    let now = Timestamp::now();
+    Ok(leases
+        .items
+        .into_iter()
+        .filter_map(|l| {
+            let cluster = l
+                .namespace()?
+                .strip_prefix(hub::NAMESPACE_PREFIX)?
+                .to_owned();
+            let age = l
+                .spec
+                .as_ref()
+                .and_then(|s| s.renew_time.as_ref())
+                .and_then(|t| Duration::try_from(now.duration_since(t.0)).ok());
+            let error = l
+                .annotations()
+                .get(LAST_ERROR_ANNOTATION)
+                .cloned()
+                .unwrap_or_default();
+            Some((cluster, (age, error)))
+        })
+        .collect())
+}
+
+#[derive(Debug, Serialize)]
+struct MemberRow {
+    id: String,
+    lease_age_seconds: Option<u64>,
+    state: &'static str,
+    exports: usize,
+    last_error: String,
+}
+
+#[derive(Debug, Serialize)]
+struct ImportRow {
+    service: String,
+    r#type: String,
+    ips: Vec<String>,
+    sources: Vec<String>,
+    sources_condition: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Status {
+    member: String,
+    members: Vec<MemberRow>,
+    imports: Vec<ImportRow>,
+}
+
+/// `atoll status`.
+pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let t = &args.target;
+    let c = connect(t).await?;
+    // Members are what the hub shows of them (member credentials may not list namespaces):
+    // their heartbeats and their records.
+    let records = Api::<ExportedService>::all(c.hub.clone())
+        .list(&ListParams::default())
+        .await?;
+    let beats = heartbeats(&c.hub).await?;
+    let grace = Duration::from_secs(t.member_grace_seconds);
+    let stale = Duration::from_secs(3 * t.heartbeat_seconds);
+    let mut exports: BTreeMap<String, usize> = beats.keys().map(|k| (k.clone(), 0)).collect();
+    for r in &records.items {
+        if let Some(id) = r
+            .namespace()
+            .and_then(|n| n.strip_prefix(hub::NAMESPACE_PREFIX).map(str::to_owned))
+        {
+            *exports.entry(id).or_default() += 1;
+        }
+    }
+    let members = exports
+        .into_iter()
+        .map(|(id, exports)| {
+            let (age, last_error) = beats.get(&id).cloned().unwrap_or((None, String::new()));
+            MemberRow {
+                exports,
+                state: match age {
+                    None => "no heartbeat",
+                    Some(a) if a > grace => "withdrawn",
+                    Some(a) if a > stale => "stale",
+                    Some(_) => "fresh",
+                },
+                lease_age_seconds: age.map(|a| a.as_secs()),
+                last_error,
+                id,
+            }
+        })
+        .collect();
+    let imports = Api::<ServiceImport>::all(c.member.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|i| {
+            let status = i.status.clone().unwrap_or_default();
+            let spec = i.spec.clone();
+            ImportRow {
+                service: format!("{}/{}", i.namespace().unwrap_or_default(), i.name_any()),
+                r#type: spec
+                    .as_ref()
+                    .map(|s| format!("{:?}", s.type_))
+                    .unwrap_or_default(),
+                ips: spec.map(|s| s.ips).unwrap_or_default(),
+                sources: status.clusters.iter().map(|c| c.cluster.clone()).collect(),
+                sources_condition: status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == atoll_core::conditions::SOURCE_CLUSTERS)
+                    .map(|c| {
+                        if c.message.is_empty() {
+                            c.reason.clone()
+                        } else {
+                            format!("{}: {}", c.reason, c.message)
+                        }
+                    })
+                    .unwrap_or_default(),
+            }
+        })
+        .collect();
+    let status = Status {
+        member: c.id,
+        members,
+        imports,
+    };
+    match args.output {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&status)?),
+        Format::Table => print_status(&status),
+    }
+    Ok(())
+}
+
+fn print_status(s: &Status) {
+    println!("ClusterSet members (seen from the hub, from {}):", s.member);
+    println!(
+        "  {:<20} {:>9} {:<13} {:>7}  LAST ERROR",
+        "ID", "LEASE AGE", "STATE", "EXPORTS"
+    );
+    for m in &s.members {
+        let age = m
+            .lease_age_seconds
+            .map_or("-".to_owned(), |a| format!("{a}s"));
+        println!(
+            "  {:<20} {:>9} {:<13} {:>7}  {}",
+            m.id,
+            age,
+            m.state,
+            m.exports,
+            if m.last_error.is_empty() {
+                "-"
+            } else {
+                &m.last_error
+            }
+        );
+    }
+    println!("Imports in {}:", s.member);
+    println!(
+        "  {:<40} {:<13} {:<18} {:<16} SOURCE CLUSTERS",
+        "SERVICE", "TYPE", "IPS", "FROM"
+    );
+    for i in &s.imports {
+        println!(
+            "  {:<40} {:<13} {:<18} {:<16} {}",
+            i.service,
+            i.r#type,
+            i.ips.join(","),
+            i.sources.join(","),
+            i.sources_condition
+        );
+    }
+}
+
+/// What one member holds for `ns/name`.
+async fn member_view(
+    client: &Client,
+    cluster: String,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<MemberView> {
+    Ok(MemberView {
+        cluster,
+        service: Api::<Service>::namespaced(client.clone(), ns)
+            .get_opt(name)
+            .await?,
+        export: Api::<ServiceExport>::namespaced(client.clone(), ns)
+            .get_opt(name)
+            .await?,
+    })
+}
+
+/// `atoll explain`; returns whether the service is healthy.
+pub async fn explain_service(args: ExplainArgs) -> anyhow::Result<bool> {
+    let (ns, name) = args
+        .service
+        .split_once('/')
+        .with_context(|| format!("{:?} is not namespace/name", args.service))?;
+    let t = &args.target;
+    let c = connect(t).await?;
+    let mut members = vec![member_view(&c.member, c.id.clone(), ns, name).await?];
+    for context in &args.inspect_contexts {
+        if Some(context) == t.context.as_ref() {
+            continue;
+        }
+        let other = client(t.kubeconfig.as_ref(), Some(context), "member").await?;
+        let id = identity::cluster_id(&other).await?.to_string();
+        members.push(member_view(&other, id, ns, name).await?);
+    }
+    let records = Api::<ExportedService>::all(c.hub.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|r| r.spec.namespace == ns && r.spec.name == name)
+        .collect();
+    let policy = Api::<NamespacePolicy>::all(c.hub.clone())
+        .get_opt(NAMESPACE_POLICY)
+        .await?
+        .map(|p| p.spec)
+        .unwrap_or_default();
+    let namespace_exists = Api::<Namespace>::all(c.member.clone())
+        .get_opt(ns)
+        .await?
+        .is_some();
+    let import = if namespace_exists {
+        Api::<ServiceImport>::namespaced(c.member.clone(), ns)
+            .get_opt(name)
+            .await?
+    } else {
+        None
+    };
+    let slices = if namespace_exists {
+        Api::<EndpointSlice>::namespaced(c.member.clone(), ns)
+            .list(&ListParams::default().labels(&format!("{}={name}", labels::SERVICE_NAME)))
+            .await?
+            .items
+    } else {
+        Vec::new()
+    };
+    let dns = import.as_ref().and_then(|i| {
+        let zone = atoll_core::dns::Zone::build(
+            &atoll_core::dns::ZoneConfig::default(),
+            &[i],
+            &slices.iter().collect::<Vec<_>>(),
+        );
+        let v6_only = i.spec.as_ref().is_some_and(|s| s.ip_families == ["IPv6"]);
+        atoll_core::dns::resolve(
+            &zone,
+            &format!("{name}.{ns}.svc.clusterset.local"),
+            if v6_only { 28 } else { 1 },
+        )
+        .map(|(code, addresses)| (code.to_owned(), addresses))
+    });
+    let facts = Facts {
+        namespace: ns.to_owned(),
+        name: name.to_owned(),
+        member: c.id.clone(),
+        members,
+        records,
+        heartbeats: heartbeats(&c.hub)
+            .await?
+            .into_iter()
+            .map(|(k, (age, _))| (k, age))
+            .collect(),
+        grace: Duration::from_secs(t.member_grace_seconds),
+        policy,
+        namespace_exists,
+        import,
+        slices,
+        dns,
+    };
+    let hops = explain(&facts);
+    println!("{ns}/{name}, seen from {}:", c.id);
+    for hop in &hops {
+        println!(
+            "  {} {:<28} {}",
+            if hop.ok { "ok  " } else { "FAIL" },
+            hop.name,
+            hop.detail
+        );
+        if let Some(fix) = &hop.fix {
+            println!("       fix: {fix}");
+        }
+    }
+    match hops.iter().find(|h| !h.ok) {
+        Some(first) => {
+            println!("first broken hop: {}", first.name);
+            Ok(false)
+        }
+        None => {
+            println!("healthy");
+            Ok(true)
+        }
+    }
+}
