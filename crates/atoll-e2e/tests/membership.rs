@@ -312,6 +312,7 @@ async fn users_cannot_change_imported_objects_but_the_agent_still_can() -> anyho
         message.contains("ServiceExport"),
         "says what to do instead: {message}"
     );
+    atoll_testing::mcs::wait_endpoints(user, &ns.name, "hello", 2).await?;
     let slices = mcs_slices(user, &ns.name, "hello").await?;
     let slice = slices.first().unwrap_or_else(|| panic!("no MCS slice"));
     let edit = serde_json::json!({ "endpoints": [] });

@@ -370,8 +370,9 @@ fn merge_trusted(
     policy: &NamespacePolicySpec,
     report: &mut Report,
 ) -> BTreeMap<ServiceKey, MergedService> {
-    let mut groups: BTreeMap<ServiceKey, Vec<&ExportedServiceSpec>> = BTreeMap::new();
-    for record in observed.source_records() {
+    // Every record the hub holds is checked and reported, even one the liveness view leaves
+    // out (a forged record in a member's namespace does not match that member's claim).
+    for record in &observed.records {
         if let Some(problem) = record_problem(record) {
             let meta = &record.metadata;
             report.rejected.push(Rejected {
@@ -383,6 +384,11 @@ fn merge_trusted(
                 ),
                 problem,
             });
+        }
+    }
+    let mut groups: BTreeMap<ServiceKey, Vec<&ExportedServiceSpec>> = BTreeMap::new();
+    for record in observed.source_records() {
+        if record_problem(record).is_some() {
             continue;
         }
         report.trusted_records += 1;

@@ -913,3 +913,21 @@ fn withdrawn_sources_leave_the_import_say_so_and_the_last_one_takes_it_away() {
         event.note
     );
 }
+
+#[test]
+fn a_forged_record_left_out_of_the_liveness_view_is_still_reported() {
+    let mut world = World::new("c3");
+    let svc = service("hello", TCP42, &["IPv4"]);
+    let mut forged = remote_record("c3", "hello", 0, &svc);
+    forged.metadata.namespace = Some(hub::namespace_for("c2"));
+    upsert(&mut world.observed.records, forged, |r| &r.metadata);
+    // c2's claim does not cover it: the tracker's view holds c2's last claimed set (nothing).
+    world.observed.sources = Some(Sources::default());
+    let plan = world.plan();
+    assert_eq!(plan.report.rejected.len(), 1);
+    assert_eq!(
+        plan.report.rejected[0].record,
+        ObjectKey::new("atoll-c2", "demo.hello")
+    );
+    assert_eq!(plan.writes(), 0);
+}

@@ -31,7 +31,7 @@ pub struct Args {
     pub heartbeat_seconds: u64,
     /// Seconds a source cluster's heartbeat may stay unchanged (as this agent sees it) before
     /// its endpoints are withdrawn here; they return when it moves again.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, alias = "member-grace", default_value_t = 60)]
     pub member_grace_seconds: u64,
     /// Address of the admin HTTP server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "127.0.0.1:9470")]
