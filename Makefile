@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz
+.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz image image-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -47,3 +47,9 @@ conformance: ## The upstream MCS conformance suite (16 API-level specs) on the l
 
 conformance-report: conformance ## Run the suite and keep its report.yaml in docs/conformance/ (published layout)
 	hack/conformance-report.sh
+
+image: ## The container image as an OCI archive in target/image/ (static musl binary FROM scratch, built with crane)
+	hack/image.sh
+
+image-test: image ## Unpack the image and run atoll --version from its root filesystem; static, small, non-root
+	hack/image-test.sh

@@ -51,6 +51,15 @@ build_coredns() {
   GOBIN="$COREDNS_BIN" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
 }
 
+build_crane() {
+  if "$CRANE_BIN/crane" version 2>/dev/null | grep -qx "$CRANE_VERSION"; then
+    return 0
+  fi
+  log "building crane $CRANE_VERSION"
+  GOBIN="$CRANE_BIN" go install -trimpath -ldflags "-s -w" \
+    "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
+}
+
 command -v go >/dev/null || die "go is not installed"
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(k8s etcd kwok coredns)
