@@ -26,7 +26,7 @@ trap '"$HACK_DIR/env-down.sh"' EXIT
 "$HACK_DIR/dns.sh" start
 # End-to-end tests that stop parts of the ClusterSet (agents, a control plane) run last, after
 # the upstream suite: a restarted kwok control plane takes minutes to schedule pods again.
-disruptive=(restart failsafe membership liveness)
+disruptive=(restart failsafe failover membership liveness)
 gentle=()
 for t in crates/atoll-e2e/tests/*.rs; do
   t=$(basename "$t" .rs)

@@ -38,19 +38,43 @@ pub async fn run(
     id: ClusterId,
     settings: Settings,
     mut digests: watch::Receiver<Option<String>>,
+    mut leading: watch::Receiver<bool>,
     metrics: Metrics,
 ) {
     let namespace = hub::namespace_for(id.as_str());
     let api: Api<Lease> = Api::namespaced(hub, &namespace);
+    // What this process last claimed; `None` until it knows what the Lease holds.
     let mut claimed: Option<Claim> = None;
+    let mut baseline_known = false;
     loop {
         tokio::select! {
             changed = digests.changed() => if changed.is_err() { return },
+            changed = leading.changed() => if changed.is_err() { return },
             () = tokio::time::sleep(settings.interval) => {}
+        }
+        if !*leading.borrow_and_update() {
+            // Another replica renews; on taking over, continue from what it claimed.
+            baseline_known = false;
+            continue;
         }
         let Some(digest) = digests.borrow_and_update().clone() else {
             continue;
         };
+        if !baseline_known {
+            match api.get_opt(LEASE_NAME).await {
+                Ok(lease) => {
+                    claimed = lease
+                        .and_then(|l| l.metadata.annotations)
+                        .and_then(|a| a.get(CLAIM_ANNOTATION).and_then(|v| Claim::parse(v)));
+                    baseline_known = true;
+                }
+                Err(error) => {
+                    metrics.heartbeat_failures.inc();
+                    tracing::warn!(%error, lease = %format!("{namespace}/{LEASE_NAME}"), "reading the heartbeat Lease failed");
+                    continue;
+                }
+            }
+        }
         let claim = match &claimed {
             Some(c) if c.digest == digest => c.clone(),
             last => Claim {

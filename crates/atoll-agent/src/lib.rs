@@ -10,6 +10,7 @@ mod config;
 pub mod events;
 pub mod heartbeat;
 pub mod identity;
+pub mod leader;
 pub mod metrics;
 pub mod reconcile;
 pub mod stores;
@@ -35,6 +36,25 @@ pub async fn run(
         trigger.clone(),
     );
     let (digests, receiver) = tokio::sync::watch::channel(None);
+    // Without an election this process leads from the start.
+    let (leading_tx, leading) = tokio::sync::watch::channel(config.leader.is_none());
+    if config.leader.is_none() {
+        telemetry.metrics.leader.set(1);
+    }
+    let election = async {
+        match &config.leader {
+            Some(settings) => {
+                leader::run(
+                    config.member.clone(),
+                    settings.clone(),
+                    leading_tx,
+                    telemetry.metrics.clone(),
+                )
+                .await;
+            }
+            None => std::future::pending().await,
+        }
+    };
     let heartbeat = heartbeat::run(
         config.hub.clone(),
         config.cluster_id.clone(),
@@ -43,15 +63,22 @@ pub async fn run(
             grace: config.member_grace,
         },
         receiver,
+        leading.clone(),
         telemetry.metrics.clone(),
     );
-    tokio::select! {
-        result = reconcile::run_loop(&config, &stores, &trigger, &telemetry, &digests) => result,
+    let result = tokio::select! {
+        result = reconcile::run_loop(&config, &stores, &trigger, &telemetry, &digests, leading) => result,
         () = heartbeat => Ok(()),
+        () = election => Ok(()),
         error = identity::id_changed(config.member.clone(), config.cluster_id.clone()) => Err(error.into()),
         () = shutdown => {
             tracing::info!("shutting down");
             Ok(())
         }
+    };
+    // Every write has stopped with the loops above: hand the Lease to a standby at once.
+    if let Some(settings) = &config.leader {
+        leader::release(config.member.clone(), settings).await;
     }
+    result
 }

@@ -51,6 +51,10 @@ pub struct Metrics {
     /// Heartbeat Lease renewals, and those that failed.
     pub heartbeats: Counter,
     pub heartbeat_failures: Counter,
+    /// 1 while this replica leads (writes), 0 while it stands by.
+    pub leader: Gauge,
+    /// Times this replica became the leader.
+    pub leader_transitions: Counter,
     /// Seconds since each source cluster's heartbeat last changed, as seen here.
     pub source_last_seen: Family<ClusterLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// 1 while a source cluster is withdrawn.
@@ -79,6 +83,8 @@ impl Default for Metrics {
             last_error: Default::default(),
             heartbeats: Counter::default(),
             heartbeat_failures: Counter::default(),
+            leader: Gauge::default(),
+            leader_transitions: Counter::default(),
             source_last_seen: Family::default(),
             source_withdrawn: Family::default(),
             withdrawals: Counter::default(),
@@ -137,6 +143,16 @@ impl Metrics {
             "heartbeats",
             "Renewals of this member's heartbeat Lease",
             self.heartbeats.clone(),
+        );
+        r.register(
+            "leader",
+            "1 while this agent replica leads (writes), 0 while it stands by",
+            self.leader.clone(),
+        );
+        r.register(
+            "leader_transitions",
+            "Times this agent replica became the leader",
+            self.leader_transitions.clone(),
         );
         r.register(
             "heartbeat_failures",

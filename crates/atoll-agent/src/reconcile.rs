@@ -109,6 +109,7 @@ pub async fn run_loop(
     trigger: &Notify,
     telemetry: &Telemetry,
     digests: &tokio::sync::watch::Sender<Option<String>>,
+    mut leading: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), Error> {
     stores.wait_until_ready(&telemetry.readiness).await?;
     tracing::info!(cluster = %config.cluster_id, "every watch has listed once; reconciling");
@@ -141,14 +142,17 @@ pub async fn run_loop(
             (true, None) => Some(RETRY),
             (false, n) => n,
         };
-        match wake {
-            Some(after) => {
-                tokio::select! {
-                    () = trigger.notified() => {}
-                    () = tokio::time::sleep(after) => {}
-                }
+        // A standby that becomes the leader plans and writes at once.
+        let sleep = async {
+            match wake {
+                Some(after) => tokio::time::sleep(after).await,
+                None => std::future::pending().await,
             }
-            None => trigger.notified().await,
+        };
+        tokio::select! {
+            () = trigger.notified() => {}
+            () = sleep => {}
+            changed = leading.changed() => if changed.is_err() { return Ok(()) },
         }
         tokio::time::sleep(config.debounce).await;
         let started = Instant::now();
@@ -171,8 +175,15 @@ pub async fn run_loop(
         observed.liveness = view.liveness;
         report_liveness(&context, &observed.liveness, &mut last_liveness);
         let planned = plan(&member, &observed, &feedback, &now);
-        for rejected in reported.log(&planned.report) {
-            events::announce_rejected(&context.recorder, rejected).await;
+        // Every replica plans (so a standby is warm and its liveness view current); only the
+        // leader writes, logs problems and records Events (a new leader reports them afresh).
+        let leads = *leading.borrow_and_update();
+        if leads {
+            for rejected in reported.log(&planned.report) {
+                events::announce_rejected(&context.recorder, rejected).await;
+            }
+        } else {
+            reported = Reported::default();
         }
         let m = &context.metrics;
         m.records.set(gauge(planned.report.trusted_records));
@@ -181,6 +192,11 @@ pub async fn run_loop(
         m.imports.set(gauge(planned.report.imports));
         m.imports_skipped.set(gauge(planned.report.skipped.len()));
         m.imports_excluded.set(gauge(planned.report.excluded.len()));
+        if !leads {
+            telemetry.readiness.done(FIRST_PASS);
+            retry = false;
+            continue;
+        }
         let outcome = writer::execute(&config.hub, &config.member, &planned, &context).await;
         errors += outcome.errors;
         // The heartbeat claims what this member now publishes.

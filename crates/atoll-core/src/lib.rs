@@ -10,6 +10,7 @@
 //!   their changes.
 //! * [`diff`]: desired versus observed, and what Atoll owns.
 //! * [`plan`]: one reconcile pass as a pure function, from observed state to every write.
+//! * [`leader`]: which agent replica of a member writes (Lease-based election).
 
 pub mod admission;
 pub mod announce;
@@ -21,6 +22,7 @@ pub mod dns;
 pub mod explain;
 pub mod export;
 pub mod import;
+pub mod leader;
 pub mod liveness;
 pub mod membership;
 pub mod merge;

@@ -26,6 +26,8 @@ pub const AGENT_ACCOUNT: &str = "atoll-agent";
 pub const SYSTEM_NAMESPACE: &str = "atoll-system";
 /// The Secret in [`SYSTEM_NAMESPACE`] holding the member's hub kubeconfig.
 pub const HUB_SECRET: &str = "atoll-hub";
+/// The Lease in [`SYSTEM_NAMESPACE`] the agent replicas of a member elect their writer with.
+pub const LEADER_LEASE: &str = "atoll-agent";
 /// Keys of [`HUB_SECRET`].
 pub const SECRET_KUBECONFIG: &str = "kubeconfig";
 pub const SECRET_CLUSTER_ID: &str = "cluster-id";
@@ -339,7 +341,8 @@ pub struct MemberObjects {
     pub account: ServiceAccount,
     pub role: ClusterRole,
     pub binding: ClusterRoleBinding,
-    /// Reading the hub credentials Secret, and nothing else in [`SYSTEM_NAMESPACE`].
+    /// Reading the hub credentials Secret and holding the leader election Lease, and nothing
+    /// else in [`SYSTEM_NAMESPACE`].
     pub secret_role: Role,
     pub secret_binding: RoleBinding,
 }
@@ -427,10 +430,18 @@ pub fn member_objects(id: &ClusterId, clusterset: &str, kubeconfig: &str) -> Mem
         },
         secret_role: Role {
             metadata: plain(Some(SYSTEM_NAMESPACE), AGENT_ACCOUNT),
-            rules: Some(vec![PolicyRule {
-                resource_names: Some(vec![HUB_SECRET.to_owned()]),
-                ..rule(&[""], &["secrets"], &["get", "watch", "list"])
-            }]),
+            rules: Some(vec![
+                PolicyRule {
+                    resource_names: Some(vec![HUB_SECRET.to_owned()]),
+                    ..rule(&[""], &["secrets"], &["get", "watch", "list"])
+                },
+                // The agent replicas' leader election Lease (create cannot be limited by name).
+                PolicyRule {
+                    resource_names: Some(vec![LEADER_LEASE.to_owned()]),
+                    ..rule(&["coordination.k8s.io"], &["leases"], &["get", "update"])
+                },
+                rule(&["coordination.k8s.io"], &["leases"], &["create"]),
+            ]),
         },
         secret_binding: RoleBinding {
             metadata: plain(Some(SYSTEM_NAMESPACE), AGENT_ACCOUNT),

@@ -10,8 +10,18 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "atoll", version, about, long_about = None, propagate_version = true)]
 struct Cli {
+    /// Log lines as text, or as one JSON object per line (for log collectors in a cluster).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "ATOLL_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How long-lived subcommands log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -39,15 +49,16 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let format = cli.log_format;
     let result = match cli.command {
         Command::Crds(args) => cmd::crds::run(&args, &mut std::io::stdout().lock()),
         Command::AdmissionPolicy(args) => cmd::policy::run(&args, &mut std::io::stdout().lock()),
-        Command::Dns(args) => serve(cmd::dns::run(args)),
-        Command::Agent(args) => serve(cmd::agent::run(args)),
-        Command::Join(args) => serve(cmd::join::join(args)),
-        Command::Leave(args) => serve(cmd::join::leave(args)),
-        Command::Status(args) => serve(cmd::inspect::status(args)),
-        Command::Explain(args) => match serve(cmd::inspect::explain_service(args)) {
+        Command::Dns(args) => serve(format, cmd::dns::run(args)),
+        Command::Agent(args) => serve(format, cmd::agent::run(args)),
+        Command::Join(args) => serve(format, cmd::join::join(args)),
+        Command::Leave(args) => serve(format, cmd::join::leave(args)),
+        Command::Status(args) => serve(format, cmd::inspect::status(args)),
+        Command::Explain(args) => match serve(format, cmd::inspect::explain_service(args)) {
             Ok(true) => Ok(()),
             Ok(false) => return std::process::ExitCode::from(1),
             Err(e) => Err(e),
@@ -64,21 +75,27 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Logs to stderr; `RUST_LOG` filters (default `info`).
-fn init_logging() -> anyhow::Result<()> {
+/// Logs to stderr, as text or JSON lines; `RUST_LOG` filters (default `info`).
+fn init_logging(format: LogFormat) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init()
-        .map_err(|e| anyhow::anyhow!("initialising logging: {e}"))
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    result.map_err(|e| anyhow::anyhow!("initialising logging: {e}"))
 }
 
 /// Runs a long-lived subcommand: logging, a Tokio runtime, and on the way out a short grace
 /// period for lingering tasks (watch streams, connections) instead of waiting for them.
-fn serve<T>(command: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
-    init_logging()?;
+fn serve<T>(
+    format: LogFormat,
+    command: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    init_logging(format)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -36,6 +36,56 @@ pub struct Args {
     /// Address of the admin HTTP server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "127.0.0.1:9470")]
     pub admin_address: std::net::SocketAddr,
+    /// Elect one writer among this member's agent replicas with a Lease in the member; the
+    /// others plan but write nothing until they take over.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "ATOLL_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// Namespace of the leader election Lease.
+    #[arg(long, default_value = atoll_core::membership::SYSTEM_NAMESPACE, env = "POD_NAMESPACE")]
+    pub leader_election_namespace: String,
+    /// Name of the leader election Lease.
+    #[arg(long, default_value = atoll_core::membership::LEADER_LEASE)]
+    pub leader_election_lease: String,
+    /// This replica's name in the election (default: POD_NAME, else host name and pid).
+    #[arg(long, env = "POD_NAME")]
+    pub leader_election_identity: Option<String>,
+    /// Seconds an unrenewed leader Lease keeps standbys from taking over.
+    #[arg(long, default_value_t = 6)]
+    pub leader_lease_seconds: u64,
+    /// Seconds the leader keeps writing without a successful renewal (less than the lease).
+    #[arg(long, default_value_t = 4)]
+    pub leader_renew_deadline_seconds: u64,
+    /// Milliseconds between looks at the Lease (and renewals by the leader).
+    #[arg(long, default_value_t = 1000)]
+    pub leader_retry_ms: u64,
+}
+
+/// The election settings the flags ask for, or `None` when election is off.
+fn election(args: &Args) -> anyhow::Result<Option<atoll_agent::leader::Settings>> {
+    if !args.leader_election {
+        return Ok(None);
+    }
+    let timings = atoll_core::leader::Timings {
+        lease_duration: Duration::from_secs(args.leader_lease_seconds),
+        renew_deadline: Duration::from_secs(args.leader_renew_deadline_seconds),
+        retry_period: Duration::from_millis(args.leader_retry_ms),
+    };
+    timings.validate().context("leader election timings")?;
+    let identity = match &args.leader_election_identity {
+        Some(id) if !id.is_empty() => id.clone(),
+        _ => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_else(|_| "atoll-agent".to_owned());
+            format!("{host}-{}", std::process::id())
+        }
+    };
+    Ok(Some(atoll_agent::leader::Settings {
+        namespace: args.leader_election_namespace.clone(),
+        name: args.leader_election_lease.clone(),
+        identity,
+        timings,
+    }))
 }
 
 /// Runs the agent until SIGINT or SIGTERM.
@@ -47,6 +97,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.member_grace_seconds,
         args.heartbeat_seconds
     );
+    let leader = election(&args)?;
     let member = client(args.kubeconfig.as_ref(), args.context.as_ref(), "member").await?;
     // The id is the member's ClusterProperty; it is never taken from a flag here.
     let cluster_id = identity::cluster_id(&member).await?;
@@ -61,7 +112,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     identity::check_hub_credentials(&hub, &cluster_id).await?;
-    tracing::info!(cluster = %cluster_id, "starting the agent");
+    match &leader {
+        Some(l) => {
+            tracing::info!(cluster = %cluster_id, identity = %l.identity, lease = %format!("{}/{}", l.namespace, l.name), "starting the agent (leader election on: it writes once it leads)")
+        }
+        None => {
+            tracing::info!(cluster = %cluster_id, "starting the agent (leader election off: it writes)")
+        }
+    }
     let config = atoll_agent::AgentConfig {
         profile: inventory.map(|ns| atoll_core::plan::ObjectKey::new(&ns, cluster_id.as_str())),
         cluster_id,
@@ -70,6 +128,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         debounce: Duration::from_millis(args.debounce_ms),
         heartbeat: Duration::from_secs(args.heartbeat_seconds.max(1)),
         member_grace: Duration::from_secs(args.member_grace_seconds),
+        leader,
     };
     let telemetry = atoll_agent::Telemetry::default();
     let mut registry = prometheus_client::registry::Registry::default();
