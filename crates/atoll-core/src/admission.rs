@@ -88,17 +88,74 @@ pub fn policy(agent: &str) -> ValidatingAdmissionPolicy {
 
 /// Binds [`policy`] cluster-wide, denying what it refuses.
 pub fn binding() -> ValidatingAdmissionPolicyBinding {
+    binding_of(POLICY_NAME)
+}
+
+fn binding_of(policy: &str) -> ValidatingAdmissionPolicyBinding {
     ValidatingAdmissionPolicyBinding {
         metadata: ObjectMeta {
-            name: Some(POLICY_NAME.to_owned()),
+            name: Some(policy.to_owned()),
             ..Default::default()
         },
         spec: Some(ValidatingAdmissionPolicyBindingSpec {
-            policy_name: Some(POLICY_NAME.to_owned()),
+            policy_name: Some(policy.to_owned()),
             validation_actions: Some(vec!["Deny".to_owned()]),
             ..Default::default()
         }),
     }
+}
+
+/// Name of the policy that confines the agent (and of its binding).
+pub const AGENT_POLICY_NAME: &str = "atoll-agent-changes-only-atoll-objects";
+
+/// The message the agent's identity gets when it tries to change a user's object.
+pub const AGENT_MESSAGE: &str = "the Atoll agent may only create, change or delete the Services and EndpointSlices Atoll manages (derived Services and MCS EndpointSlices, labelled as Atoll's); this one is not Atoll's";
+
+/// The policy confining `agent`: RBAC must let it write Services and EndpointSlices (derived
+/// Services and MCS slices live in users' namespaces), so this policy makes sure that a
+/// compromised agent still cannot change, label, take over or delete a user's Service or
+/// EndpointSlice. A create must carry Atoll's label, an update must keep it on an object that
+/// already had it, a delete must be of an object that has it.
+pub fn agent_policy(agent: &str) -> ValidatingAdmissionPolicy {
+    ValidatingAdmissionPolicy {
+        metadata: ObjectMeta {
+            name: Some(AGENT_POLICY_NAME.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(ValidatingAdmissionPolicySpec {
+            failure_policy: Some("Fail".to_owned()),
+            match_constraints: Some(MatchResources {
+                resource_rules: Some(vec![
+                    rule("", "services"),
+                    rule("discovery.k8s.io", "endpointslices"),
+                ]),
+                ..Default::default()
+            }),
+            match_conditions: Some(vec![
+                k8s_openapi::api::admissionregistration::v1::MatchCondition {
+                    name: "the-atoll-agent".to_owned(),
+                    expression: format!("request.userInfo.username == '{agent}'"),
+                },
+            ]),
+            validations: Some(vec![Validation {
+                expression: format!(
+                    "(request.operation == 'DELETE' || ({new})) && (request.operation == 'CREATE' || ({old}))",
+                    new = managed("object"),
+                    old = managed("oldObject"),
+                ),
+                message: Some(AGENT_MESSAGE.to_owned()),
+                reason: Some("Forbidden".to_owned()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Binds [`agent_policy`] cluster-wide, denying what it refuses.
+pub fn agent_binding() -> ValidatingAdmissionPolicyBinding {
+    binding_of(AGENT_POLICY_NAME)
 }
 
 /// The policy for an agent running as Atoll's member ServiceAccount.
@@ -109,6 +166,33 @@ pub fn default_policy() -> ValidatingAdmissionPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agent_policy_applies_to_the_agent_only_and_needs_the_label_on_both_sides() {
+        let p = agent_policy("system:serviceaccount:atoll-system:atoll-agent");
+        let spec = p.spec.unwrap();
+        let conditions = spec.match_conditions.unwrap();
+        assert_eq!(
+            conditions[0].expression,
+            "request.userInfo.username == 'system:serviceaccount:atoll-system:atoll-agent'"
+        );
+        let resources: Vec<String> = spec
+            .match_constraints
+            .unwrap()
+            .resource_rules
+            .unwrap()
+            .into_iter()
+            .flat_map(|r| r.resources.unwrap_or_default())
+            .collect();
+        assert_eq!(resources, ["services", "endpointslices"]);
+        let expression = &spec.validations.unwrap()[0].expression;
+        assert!(expression.contains("request.operation == 'DELETE' || (object != null"));
+        assert!(expression.contains("request.operation == 'CREATE' || (oldObject != null"));
+        assert_eq!(
+            agent_binding().spec.unwrap().policy_name.as_deref(),
+            Some(AGENT_POLICY_NAME)
+        );
+    }
 
     #[test]
     fn the_policy_guards_the_three_kinds_and_trusts_the_agent() {

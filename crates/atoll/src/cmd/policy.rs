@@ -1,5 +1,5 @@
-//! `atoll admission-policy`: print the ValidatingAdmissionPolicy (and its binding) that keeps
-//! imported objects the agent's, as multi-document YAML for `kubectl apply -f -`.
+//! `atoll admission-policy`: print the ValidatingAdmissionPolicies (and bindings) that keep
+//! imported objects the agent's and keep the agent off everything else, as multi-document YAML for `kubectl apply -f -`.
 
 use std::io::Write;
 
@@ -15,16 +15,24 @@ pub struct Args {
     pub agent_username: Option<String>,
 }
 
-/// Writes the policy and its binding to `out`.
+fn yaml(value: &impl serde::Serialize) -> anyhow::Result<String> {
+    serde_saphyr::to_string(value).context("encoding an admission policy as YAML")
+}
+
+/// Writes both policies and their bindings to `out`.
 pub fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
-    let policy = match &args.agent_username {
-        Some(user) => admission::policy(user),
-        None => admission::default_policy(),
-    };
-    let policy = serde_saphyr::to_string(&policy).context("encoding the policy as YAML")?;
-    let binding =
-        serde_saphyr::to_string(&admission::binding()).context("encoding the binding as YAML")?;
-    write!(out, "---\n{policy}---\n{binding}")?;
+    let agent = args
+        .agent_username
+        .clone()
+        .unwrap_or_else(atoll_core::membership::member_agent_username);
+    for doc in [
+        yaml(&admission::policy(&agent))?,
+        yaml(&admission::binding())?,
+        yaml(&admission::agent_policy(&agent))?,
+        yaml(&admission::agent_binding())?,
+    ] {
+        write!(out, "---\n{doc}")?;
+    }
     Ok(())
 }
 
@@ -50,6 +58,14 @@ mod tests {
             .collect();
         assert_eq!(docs[0]["kind"], "ValidatingAdmissionPolicy");
         assert_eq!(docs[1]["kind"], "ValidatingAdmissionPolicyBinding");
+        assert_eq!(docs[2]["metadata"]["name"], admission::AGENT_POLICY_NAME);
+        assert_eq!(docs[3]["spec"]["policyName"], admission::AGENT_POLICY_NAME);
+        assert!(
+            docs[2]["spec"]["matchConditions"][0]["expression"]
+                .as_str()
+                .unwrap()
+                .contains("'someone'")
+        );
         assert!(
             docs[0]["spec"]["variables"][1]["expression"]
                 .as_str()
