@@ -65,6 +65,10 @@ pub struct JoinArgs {
     /// re-run `atoll join` to renew).
     #[arg(long, default_value_t = 365 * 24 * 3600)]
     pub token_seconds: i64,
+    /// Create the agent's ServiceAccount and RBAC in the member. Say false where the Helm chart
+    /// installed them (it does by default), so that the chart's RBAC is the one in force.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub member_rbac: bool,
 }
 
 /// Arguments of `atoll leave`.
@@ -305,15 +309,17 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
     apply(&Api::all(m.clone()), &member.clusterset_property).await?;
     apply(&Api::all(m.clone()), &member.namespace).await?;
     apply(&ns::<Secret>(m, SYSTEM_NAMESPACE), &member.secret).await?;
-    apply(&ns::<ServiceAccount>(m, SYSTEM_NAMESPACE), &member.account).await?;
-    apply(&Api::all(m.clone()), &member.role).await?;
-    apply(&Api::all(m.clone()), &member.binding).await?;
-    apply(&ns::<Role>(m, SYSTEM_NAMESPACE), &member.secret_role).await?;
-    apply(
-        &ns::<RoleBinding>(m, SYSTEM_NAMESPACE),
-        &member.secret_binding,
-    )
-    .await?;
+    if args.member_rbac {
+        apply(&ns::<ServiceAccount>(m, SYSTEM_NAMESPACE), &member.account).await?;
+        apply(&Api::all(m.clone()), &member.role).await?;
+        apply(&Api::all(m.clone()), &member.binding).await?;
+        apply(&ns::<Role>(m, SYSTEM_NAMESPACE), &member.secret_role).await?;
+        apply(
+            &ns::<RoleBinding>(m, SYSTEM_NAMESPACE),
+            &member.secret_binding,
+        )
+        .await?;
+    }
 
     let status = serde_json::json!({
         "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
