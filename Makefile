@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz image image-test
+.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -53,3 +53,15 @@ image: ## The container image as an OCI archive in target/image/ (static musl bi
 
 image-test: image ## Unpack the image and run atoll --version from its root filesystem; static, small, non-root
 	hack/image-test.sh
+
+chart-lint: tools ## helm lint charts/atoll in every mode
+	hack/chart.sh lint
+
+chart-template: tools ## Render charts/atoll into target/chart/ and count its lines
+	hack/chart.sh template
+
+chart-test: tools build ## Offline checks of the chart (lint, template, files in sync with atoll, security, RBAC)
+	hack/chart.sh test
+
+chart-dry-run: ## Server-side dry-run of the chart on the running local ClusterSet, CRD no-downgrade rule
+	hack/chart.sh dry-run

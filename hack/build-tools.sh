@@ -3,7 +3,7 @@
 # proxy into ~/.cache/atoll/<tool>-<version>/bin: kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl (k8s.io/kubernetes through the wrapper module in hack/go/k8s, which
 # replaces every staging module with the matching v0.x.y), etcd (3.6, never Debian's 3.4), kwok,
-# kwokctl and CoreDNS. A tool whose binaries exist and report the right version is skipped, so a
+# kwokctl, CoreDNS and Helm (crane for `make image` on demand). A tool whose binaries exist and report the right version is skipped, so a
 # warm machine spends seconds here. Usage: hack/build-tools.sh [k8s|etcd|kwok|coredns ...]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -60,9 +60,19 @@ build_crane() {
     "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
 }
 
+build_helm() {
+  if "$HELM_BIN/helm" version --short 2>/dev/null | grep -q "^$HELM_VERSION"; then
+    return 0
+  fi
+  log "building Helm $HELM_VERSION"
+  GOBIN="$HELM_BIN" go install -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+}
+
 command -v go >/dev/null || die "go is not installed"
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(k8s etcd kwok coredns)
+[ ${#tools[@]} -gt 0 ] || tools=(k8s etcd kwok coredns helm)
 for tool in "${tools[@]}"; do
   start=$SECONDS
   "build_$tool"

@@ -11,7 +11,8 @@ start() {
   local port admin
   port=$(dns_port "$1")
   admin=$(dns_admin_port "$1")
-  proc_start "dns-$1" "$ATOLL" dns --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$1" \
+  # As the chart runs it: the ServiceAccount atoll-dns (a token env-up minted for it).
+  proc_start "dns-$1" "$ATOLL" dns --kubeconfig "$ATOLL_ENV_DIR/dns-$1.kubeconfig" \
     --listen "127.0.0.1:$port" --admin-address "127.0.0.1:$admin"
 }
 proc_command dns dns_admin_port start "$@"

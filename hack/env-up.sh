@@ -76,17 +76,28 @@ spec:
 YAML
 }
 
-# A kubeconfig for cN's agent in cN: the cluster's server and CA, the agent's ServiceAccount
-# token (atoll-system/atoll-agent, made by `atoll join`).
-agent_kubeconfig() { # name
-  local file=$ATOLL_ENV_DIR/agent-$1.kubeconfig token
+# A kubeconfig for one of cN's Atoll processes in cN: the cluster's server and CA and a token
+# minted (TokenRequest) for its ServiceAccount, as the kubelet would give the chart's pod.
+account_kubeconfig() { # cluster account file
+  local token
   token=$(kubectl --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$1" -n atoll-system \
-    create token atoll-agent --duration 48h)
+    create token "$2" --duration 48h)
   kubectl --kubeconfig "$KUBECONFIG_FILE" config view --raw --minify --flatten \
-    --context "kwok-$1" >"$file"
-  kubectl --kubeconfig "$file" config set-credentials atoll-agent --token "$token" >/dev/null
-  kubectl --kubeconfig "$file" config set-context --current --user atoll-agent >/dev/null
-  chmod 600 "$file"
+    --context "kwok-$1" >"$3"
+  kubectl --kubeconfig "$3" config set-credentials "$2" --token "$token" >/dev/null
+  kubectl --kubeconfig "$3" config set-context --current --user "$2" >/dev/null
+  chmod 600 "$3"
+}
+
+# What the Helm chart installs in a member besides the workloads: its ServiceAccounts and RBAC
+# and its admission policies, rendered from charts/atoll, so every test runs with the chart's
+# permissions. (The CRDs come from `atoll crds`, which the chart's files/crds.yaml equals.)
+apply_chart_rbac() { # cluster
+  local ctx=(--kubeconfig "$KUBECONFIG_FILE" --context "kwok-$1")
+  kubectl "${ctx[@]}" create namespace atoll-system --dry-run=client -o yaml | kubectl "${ctx[@]}" apply -f - >/dev/null
+  helm template atoll "$REPO_DIR/charts/atoll" --namespace atoll-system \
+    --show-only templates/rbac.yaml --show-only templates/admission-policy.yaml \
+    | kubectl "${ctx[@]}" apply -f - >/dev/null
 }
 
 created=()
@@ -125,19 +136,22 @@ for i in $(seq 1 "$CLUSTERS"); do
   kubectl "${ctx[@]}" wait --for condition=established --timeout=60s \
     crd/serviceexports.multicluster.x-k8s.io crd/serviceimports.multicluster.x-k8s.io \
     crd/clusterproperties.about.k8s.io >/dev/null
-  "$ATOLL" admission-policy | kubectl "${ctx[@]}" apply -f - >/dev/null
   log "$name ready in $((SECONDS - start)) s"
 done
 
-# Membership: every cluster joins the ClusterSet through the hub c1 with `atoll join`, and its
-# agent runs with what join issued: hub credentials from the member's Secret, and in the member
-# the agent's own ServiceAccount (a short-lived token in a kubeconfig of its own).
+# Membership: every cluster gets the chart's ServiceAccounts, RBAC and admission policies, then
+# joins the ClusterSet through the hub c1 with `atoll join` (leaving the RBAC to the chart); its
+# agent runs with hub credentials from the member's Secret and, in the member, as the chart's
+# ServiceAccount atoll-agent, its DNS server as atoll-dns (short-lived tokens in kubeconfigs of
+# their own).
 for i in $(seq 1 "$CLUSTERS"); do
   name=c$i
+  apply_chart_rbac "$name"
   "$ATOLL" join --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$name" --hub-context kwok-c1 \
-    --cluster-id "$name" --clusterset local >"$ATOLL_ENV_DIR/$name.join.log" 2>&1 \
+    --cluster-id "$name" --clusterset local --member-rbac=false >"$ATOLL_ENV_DIR/$name.join.log" 2>&1 \
     || { cat "$ATOLL_ENV_DIR/$name.join.log" >&2; die "atoll join of $name failed"; }
-  agent_kubeconfig "$name"
+  account_kubeconfig "$name" atoll-agent "$ATOLL_ENV_DIR/agent-$name.kubeconfig"
+  account_kubeconfig "$name" atoll-dns "$ATOLL_ENV_DIR/dns-$name.kubeconfig"
 done
 trap - EXIT
 

@@ -10,9 +10,10 @@ ETCD_BIN=$ATOLL_CACHE/etcd-$ETCD_VERSION/bin
 KWOK_BIN=$ATOLL_CACHE/kwok-$KWOK_VERSION/bin
 COREDNS_BIN=$ATOLL_CACHE/coredns-$COREDNS_VERSION/bin
 CRANE_BIN=$ATOLL_CACHE/crane-$CRANE_VERSION/bin
+HELM_BIN=$ATOLL_CACHE/helm-$HELM_VERSION/bin
 # Where a running local ClusterSet keeps its state (kwok workdir, kubeconfig, pids, logs).
 ATOLL_ENV_DIR=${ATOLL_ENV_DIR:-$ATOLL_CACHE/env}
-export PATH="$K8S_BIN:$ETCD_BIN:$KWOK_BIN:$COREDNS_BIN:$CRANE_BIN:$PATH"
+export PATH="$K8S_BIN:$ETCD_BIN:$KWOK_BIN:$COREDNS_BIN:$CRANE_BIN:$HELM_BIN:$PATH"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }

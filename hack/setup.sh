@@ -11,10 +11,13 @@ command -v cargo >/dev/null || die "cargo is not installed"
 need_rust_component rustfmt
 need_rust_component clippy
 
-# Debian packages: dig (DNS checks) and openssl. Only touch apt when something is missing.
+# Debian packages: dig (DNS checks), openssl, musl-tools, python3-yaml. Only touch apt when something is missing.
 missing=()
 command -v dig >/dev/null || missing+=(bind9-dnsutils)
 command -v openssl >/dev/null || missing+=(openssl)
+# The chart and image tests: musl-gcc for the static binary, PyYAML to read rendered manifests.
+command -v musl-gcc >/dev/null || missing+=(musl-tools)
+python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
   apt-get update -qq

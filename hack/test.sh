@@ -14,8 +14,15 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 log "unit, property and API-shape tests"
 cargo test --locked --workspace --exclude atoll-e2e 2>&1 | tee "$ATOLL_ENV_DIR/unit.log"
 
-log "end-to-end tests on the local ClusterSet, then the upstream MCS conformance suite on it"
 cargo build --locked -p atoll
+# The install artefacts: the container image (static binary FROM scratch) and the Helm chart.
+packaging=0
+log "container image: build and test"
+{ "$HACK_DIR/image.sh" >/dev/null && "$HACK_DIR/image-test.sh"; } 2>&1 | tee "$ATOLL_ENV_DIR/packaging.log" || packaging=1
+log "Helm chart: lint, template, offline checks"
+"$HACK_DIR/chart.sh" test 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
+
+log "end-to-end tests on the local ClusterSet, then the upstream MCS conformance suite on it"
 "$HACK_DIR/conformance.sh" build
 # Stop a ClusterSet a previous run may have left, so the tests start from a known state, and
 # stop ours whatever happens next.
@@ -24,6 +31,8 @@ trap '"$HACK_DIR/env-down.sh"' EXIT
 "$HACK_DIR/env-up.sh"
 "$HACK_DIR/agents.sh" start
 "$HACK_DIR/dns.sh" start
+log "Helm chart: server-side dry-run on the local apiservers, CRD no-downgrade rule"
+"$HACK_DIR/chart.sh" dry-run 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
 # End-to-end tests that stop parts of the ClusterSet (agents, a control plane) run last, after
 # the upstream suite: a restarted kwok control plane takes minutes to schedule pods again.
 disruptive=(restart failsafe failover membership liveness)
@@ -49,6 +58,8 @@ done
 awk '/^test result:/ { p += $4; f += $6 }
      /process didn.t exit successfully: .*\(signal:/ { f += 1 }
      /^conformance: [0-9]+ passed, [0-9]+ failed/ { cp = $2; cf = $4 }
-     END { printf "all tests: %d passed, %d failed (cargo: %d passed, %d failed; upstream conformance: %d passed, %d failed)\n", p + cp, f + cf, p, f, cp, cf }' \
-  "$ATOLL_ENV_DIR/unit.log" "$ATOLL_ENV_DIR/e2e.log" "$ATOLL_ENV_DIR/conformance.log"
-[ "$e2e" -eq 0 ] && [ "$conformance" -eq 0 ] || die "end-to-end tests exit $e2e, conformance exit $conformance"
+     /^(image|chart|chart dry-run): [0-9]+ passed, [0-9]+ failed/ { sub(/^[a-z -]+: /, ""); kp += $1; kf += $3 }
+     END { printf "all tests: %d passed, %d failed (cargo: %d passed, %d failed; upstream conformance: %d passed, %d failed; image and chart: %d passed, %d failed)\n", p + cp + kp, f + cf + kf, p, f, cp, cf, kp, kf }' \
+  "$ATOLL_ENV_DIR/unit.log" "$ATOLL_ENV_DIR/e2e.log" "$ATOLL_ENV_DIR/conformance.log" "$ATOLL_ENV_DIR/packaging.log"
+[ "$e2e" -eq 0 ] && [ "$conformance" -eq 0 ] && [ "$packaging" -eq 0 ] \
+  || die "end-to-end tests exit $e2e, conformance exit $conformance, image and chart $([ "$packaging" -eq 0 ] && echo ok || echo failed)"

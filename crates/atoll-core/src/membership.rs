@@ -451,6 +451,51 @@ pub fn member_objects(id: &ClusterId, clusterset: &str, kubeconfig: &str) -> Mem
     }
 }
 
+/// Name of the DNS server's ServiceAccount (and ClusterRole) in the member.
+pub const DNS_ACCOUNT: &str = "atoll-dns";
+
+/// The member-side identity and permissions of `atoll dns`: it reads ServiceImports and
+/// EndpointSlices, and nothing else.
+#[derive(Clone, Debug)]
+pub struct DnsObjects {
+    pub account: ServiceAccount,
+    pub role: ClusterRole,
+    pub binding: ClusterRoleBinding,
+}
+
+/// The DNS server's ServiceAccount, ClusterRole and binding.
+pub fn dns_objects() -> DnsObjects {
+    let meta = |namespace: Option<&str>| ObjectMeta {
+        name: Some(DNS_ACCOUNT.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        ..Default::default()
+    };
+    DnsObjects {
+        account: ServiceAccount {
+            metadata: meta(Some(SYSTEM_NAMESPACE)),
+            ..Default::default()
+        },
+        role: ClusterRole {
+            metadata: meta(None),
+            rules: Some(vec![
+                rule(&[atoll_api::multicluster::GROUP], &["serviceimports"], READ),
+                rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+            ]),
+            aggregation_rule: None,
+        },
+        binding: ClusterRoleBinding {
+            metadata: meta(None),
+            role_ref: role_ref("ClusterRole", DNS_ACCOUNT),
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".to_owned(),
+                name: DNS_ACCOUNT.to_owned(),
+                namespace: Some(SYSTEM_NAMESPACE.to_owned()),
+                ..Default::default()
+            }]),
+        },
+    }
+}
+
 /// The member's ClusterProperties as ClusterProfile properties, by name. Values the
 /// ClusterProfile schema cannot hold (empty, or over 1024 characters) are left out.
 pub fn mirrored_properties<'a>(

@@ -30,6 +30,8 @@ enum Command {
     Crds(cmd::crds::Args),
     /// Print the admission policy that lets only the agent change imported objects.
     AdmissionPolicy(cmd::policy::Args),
+    /// Print the member-side ServiceAccounts and RBAC of the agent and the DNS server.
+    Rbac(cmd::rbac::Args),
     /// Run the agent of one member cluster: publish its exports on the hub, import everyone's.
     Agent(cmd::agent::Args),
     /// Serve the clusterset.local DNS zone from this cluster's ServiceImports and MCS slices.
@@ -53,6 +55,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Crds(args) => cmd::crds::run(&args, &mut std::io::stdout().lock()),
         Command::AdmissionPolicy(args) => cmd::policy::run(&args, &mut std::io::stdout().lock()),
+        Command::Rbac(args) => cmd::rbac::run(&args, &mut std::io::stdout().lock()),
         Command::Dns(args) => serve(format, cmd::dns::run(args)),
         Command::Agent(args) => serve(format, cmd::agent::run(args)),
         Command::Join(args) => serve(format, cmd::join::join(args)),

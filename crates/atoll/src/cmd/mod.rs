@@ -8,3 +8,4 @@ pub mod inspect;
 pub mod join;
 mod kubeconfig;
 pub mod policy;
+pub mod rbac;

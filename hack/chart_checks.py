@@ -1,0 +1,81 @@
+"""Checks of the rendered chart (hack/chart.sh test): one `ok   <check>` or `FAIL <check>: why`
+line per check, nothing else. Reads target/chart/{member,hub,both}.yaml."""
+import sys
+
+import yaml
+
+out = sys.argv[1]
+
+
+def load(mode):
+    with open(f"{out}/{mode}.yaml") as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def check(name, ok, why=""):
+    print(f"ok   {name}" if ok else f"FAIL {name}: {why}")
+
+
+member, hub, both = load("member"), load("hub"), load("both")
+kinds = lambda docs, kind: [d for d in docs if d.get("kind") == kind]
+deployments = {d["metadata"]["name"]: d for d in kinds(member, "Deployment")}
+
+check("member mode: Deployments atoll-agent and atoll-dns", sorted(deployments) == ["atoll-agent", "atoll-dns"], sorted(deployments))
+check("hub mode: CRDs and no workload", not kinds(hub, "Deployment") and len(kinds(hub, "CustomResourceDefinition")) == 7,
+      [d["kind"] for d in hub])
+check("both mode: what member renders", sorted(d["kind"] + "/" + d["metadata"]["name"] for d in both)
+      == sorted(d["kind"] + "/" + d["metadata"]["name"] for d in member), "differs")
+
+for name, d in deployments.items():
+    spec = d["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    sc = c.get("securityContext", {})
+    check(f"{name}: 2 replicas", d["spec"]["replicas"] == 2, d["spec"]["replicas"])
+    check(f"{name}: probes on /healthz and /readyz",
+          c.get("livenessProbe", {}).get("httpGet", {}).get("path") == "/healthz"
+          and c.get("readinessProbe", {}).get("httpGet", {}).get("path") == "/readyz", c.get("livenessProbe"))
+    check(f"{name}: read-only root, no privilege escalation, drop ALL, non-root",
+          sc.get("readOnlyRootFilesystem") is True and sc.get("allowPrivilegeEscalation") is False
+          and sc.get("capabilities", {}).get("drop") == ["ALL"] and sc.get("runAsNonRoot") is True, sc)
+    check(f"{name}: resources set", bool(c.get("resources", {}).get("requests")) and bool(c.get("resources", {}).get("limits")), c.get("resources"))
+    check(f"{name}: pods spread over nodes", "podAntiAffinity" in spec.get("affinity", {}), spec.get("affinity"))
+    check(f"{name}: JSON logs", "--log-format=json" in c["args"], c["args"])
+
+agent = deployments["atoll-agent"]["spec"]["template"]["spec"]
+env = {e["name"]: e for e in agent["containers"][0].get("env", [])}
+check("agent: leader election identity and namespace from the downward API",
+      env.get("POD_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name"
+      and env.get("POD_NAMESPACE", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace", env)
+check("agent: runs as ServiceAccount atoll-agent", agent["serviceAccountName"] == "atoll-agent", agent["serviceAccountName"])
+dns = deployments["atoll-dns"]["spec"]["template"]["spec"]
+check("dns: runs as ServiceAccount atoll-dns", dns["serviceAccountName"] == "atoll-dns", dns["serviceAccountName"])
+pdbs = kinds(member, "PodDisruptionBudget")
+check("dns: PodDisruptionBudget minAvailable 1", len(pdbs) == 1 and pdbs[0]["spec"]["minAvailable"] == 1, pdbs)
+services = {s["metadata"]["name"]: s for s in kinds(member, "Service")}
+ports = sorted((p["port"], p["protocol"]) for p in services.get("atoll-dns", {}).get("spec", {}).get("ports", []))
+check("dns: Service atoll-dns on port 53 UDP and TCP", (53, "TCP") in ports and (53, "UDP") in ports, ports)
+
+crds = kinds(member, "CustomResourceDefinition")
+check("CRDs: MCS v1alpha1 and v1beta1 both served",
+      all(sorted(v["name"] for v in c["spec"]["versions"] if v["served"]) == ["v1alpha1", "v1beta1"]
+          for c in crds if c["metadata"]["name"] in ("serviceexports.multicluster.x-k8s.io", "serviceimports.multicluster.x-k8s.io")), "")
+check("CRDs: kept on uninstall (helm.sh/resource-policy: keep)",
+      all(c["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep" for c in crds), "")
+check("CRDs: mcs-api release label kept", all(
+    c["metadata"]["labels"].get("multicluster.x-k8s.io/release-version") == "v0.5.2"
+    for c in crds if c["metadata"]["name"].endswith(".multicluster.x-k8s.io") and "clusterprofiles" not in c["metadata"]["name"]), "")
+policies = kinds(member, "ValidatingAdmissionPolicy")
+check("admission policies: imports are the agent's, the agent only touches Atoll's objects",
+      sorted(p["metadata"]["name"] for p in policies) == ["atoll-agent-changes-only-atoll-objects", "atoll-imports-are-controller-owned"],
+      [p["metadata"]["name"] for p in policies])
+roles = {d["kind"] + "/" + d["metadata"]["name"] for d in member if d["kind"] in ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "ServiceAccount")}
+check("RBAC: the agent's and the DNS server's accounts, roles and bindings",
+      roles == {"ServiceAccount/atoll-agent", "ClusterRole/atoll-agent", "ClusterRoleBinding/atoll-agent", "Role/atoll-agent",
+                "RoleBinding/atoll-agent", "ServiceAccount/atoll-dns", "ClusterRole/atoll-dns", "ClusterRoleBinding/atoll-dns"}, sorted(roles))
+wildcards = [d["metadata"]["name"] for d in member if d["kind"] in ("ClusterRole", "Role")
+             for r in d.get("rules", []) if "*" in r.get("verbs", []) + r.get("resources", []) + r.get("apiGroups", [])]
+check("RBAC: no wildcard", not wildcards, wildcards)
+no_secrets = [d["metadata"]["name"] for d in member if d["kind"] == "ClusterRole"
+              for r in d.get("rules", []) if "secrets" in r.get("resources", [])]
+check("RBAC: no cluster-wide Secret access", not no_secrets, no_secrets)
+check("every namespaced object is in atoll-system", all(d["metadata"].get("namespace", "atoll-system") == "atoll-system" for d in member), "")
