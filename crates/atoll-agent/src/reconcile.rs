@@ -127,6 +127,8 @@ pub async fn run_loop(
         profile: config.profile.clone(),
     };
     let mut reported = Reported::default();
+    // Versions of the rejected hub records this replica has recorded an Event for.
+    let mut announced: BTreeSet<String> = BTreeSet::new();
     let mut feedback = Feedback::default();
     let mut retry = false;
     let mut tracker = Tracker::new(
@@ -175,15 +177,23 @@ pub async fn run_loop(
         observed.liveness = view.liveness;
         report_liveness(&context, &observed.liveness, &mut last_liveness);
         let planned = plan(&member, &observed, &feedback, &now);
-        // Every replica plans (so a standby is warm and its liveness view current); only the
-        // leader writes, logs problems and records Events (a new leader reports them afresh).
+        // Every replica plans (so a standby is warm and its liveness view current) and logs
+        // what it finds; only the leader writes and records Events, so a standby that takes
+        // over announces what no leader has announced yet.
         let leads = *leading.borrow_and_update();
+        reported.log(&planned.report);
         if leads {
-            for rejected in reported.log(&planned.report) {
-                events::announce_rejected(&context.recorder, rejected).await;
+            for rejected in &planned.report.rejected {
+                if !announced.contains(&rejected.version) {
+                    events::announce_rejected(&context.recorder, rejected).await;
+                }
             }
-        } else {
-            reported = Reported::default();
+            announced = planned
+                .report
+                .rejected
+                .iter()
+                .map(|r| r.version.clone())
+                .collect();
         }
         let m = &context.metrics;
         m.records.set(gauge(planned.report.trusted_records));

@@ -141,8 +141,21 @@ async fn a_standby_replica_takes_over_when_the_leader_dies_and_withdraws_nothing
     let _restore = {
         let children = children.clone();
         Undo::new(move || {
+            // SIGTERM, so the last leader releases the Lease and the agent started next
+            // leads at once; SIGKILL only for a replica that does not stop.
             if let Ok(mut children) = children.lock() {
+                for child in children.iter() {
+                    let _ = Command::new("kill")
+                        .args(["-TERM", &child.id().to_string()])
+                        .status();
+                }
                 for child in children.iter_mut() {
+                    for _ in 0..50 {
+                        if matches!(child.try_wait(), Ok(Some(_))) {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
                     let _ = child.kill();
                     let _ = child.wait();
                 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use atoll_testing::mcs::{
-    HELLO_PORTS, deploy_and_export, deploy_service, import_snapshot, wait_import_clusters,
+    HELLO_PORTS, deploy_and_export, deploy_service, import_snapshot, settled_snapshot,
+    wait_import_clusters,
 };
 use atoll_testing::{ClusterSet, Undo, fixtures, http_get, metric, wait_for};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -128,8 +129,7 @@ async fn an_agent_that_cannot_list_the_hub_writes_nothing_until_it_can() -> anyh
     for member in &set.members {
         wait_import_clusters(member, &ns.name, "hello", 1).await?;
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = import_snapshot(&set, &ns.name, "hello").await?;
+    let before = settled_snapshot(&set, &ns.name, "hello").await?;
 
     // A binding left by an interrupted earlier run would grant the permission up front.
     match Api::<ClusterRoleBinding>::all(hub.clone())

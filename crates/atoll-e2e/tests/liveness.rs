@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use atoll_api::hub::{self, ExportedService};
 use atoll_testing::mcs::{
-    HELLO_PORTS, deploy_and_export, import, import_snapshot, mcs_slices, wait_import_clusters,
+    HELLO_PORTS, deploy_and_export, import, import_snapshot, mcs_slices, settled_snapshot,
+    wait_import_clusters,
 };
 use atoll_testing::membership::kubectl;
 use atoll_testing::{ClusterSet, Member, Undo, fixtures, wait_for};
@@ -230,8 +231,7 @@ async fn a_hub_outage_longer_than_the_grace_withdraws_nothing() -> anyhow::Resul
     for member in &set.members {
         wait_import_clusters(member, &ns.name, "hello", 1).await?;
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = import_snapshot(&set, &ns.name, "hello").await?;
+    let before = settled_snapshot(&set, &ns.name, "hello").await?;
     let _hub = Undo::new(|| {
         let _ = fixtures::cluster("start", "c1");
     });
@@ -266,10 +266,9 @@ async fn a_hub_outage_longer_than_the_grace_withdraws_nothing() -> anyhow::Resul
 async fn a_wiped_hub_withdraws_nothing_and_is_published_again() -> anyhow::Result<()> {
     let set = ClusterSet::from_env().await?;
     let ns = two_services(&set, "wipe").await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
     let mut before = Vec::new();
     for name in ["both", "only"] {
-        before.push(import_snapshot(&set, &ns.name, name).await?);
+        before.push(settled_snapshot(&set, &ns.name, name).await?);
     }
     // What a restore from an old backup would leave: no record, copy or heartbeat.
     let wiped = Instant::now();

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use atoll_testing::fixtures;
 use atoll_testing::mcs::{
-    HELLO_PORTS, deploy_and_export, deploy_service, import_snapshot, wait_endpoints, wait_import,
-    wait_import_clusters,
+    HELLO_PORTS, deploy_and_export, deploy_service, import_snapshot, settled_snapshot,
+    wait_endpoints, wait_import, wait_import_clusters,
 };
 use atoll_testing::{ClusterSet, Undo};
 
@@ -25,16 +25,7 @@ async fn converged(set: &ClusterSet, ns: &str) -> anyhow::Result<Vec<(String, St
         .await?;
         wait_endpoints(member, ns, "hello", 2).await?;
     }
-    let mut last = import_snapshot(set, ns, "hello").await?;
-    for _ in 0..15 {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        let now = import_snapshot(set, ns, "hello").await?;
-        if now == last {
-            return Ok(now);
-        }
-        last = now;
-    }
-    anyhow::bail!("imports of {ns}/hello kept changing for 20 s: {last:?}")
+    settled_snapshot(set, ns, "hello").await
 }
 
 #[tokio::test]

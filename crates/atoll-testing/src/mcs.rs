@@ -264,3 +264,28 @@ pub async fn import_snapshot(
     out.sort();
     Ok(out)
 }
+
+/// [`import_snapshot`] once it has stopped changing (the same over two seconds, within 30 s):
+/// a test that asserts "nothing changed" must not start from a state still settling (a VIP
+/// being allocated, a Ready condition still to be written, pods turning ready).
+pub async fn settled_snapshot(
+    set: &ClusterSet,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<(String, String, String)>> {
+    crate::wait_for(
+        &format!("{ns}/{name} to settle in every member"),
+        Duration::from_secs(30),
+        || async {
+            let first = import_snapshot(set, ns, name).await?;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let second = import_snapshot(set, ns, name).await?;
+            Ok(if first == second {
+                Ok(second)
+            } else {
+                Err(second)
+            })
+        },
+    )
+    .await
+}
