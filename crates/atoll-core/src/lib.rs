@@ -9,6 +9,7 @@
 //! * [`conditions`], [`announce`]: status conditions (clock passed in) and the Events for
 //!   their changes.
 //! * [`diff`]: desired versus observed, and what Atoll owns.
+//! * [`corefile`]: Atoll's clusterset.local block in a CoreDNS Corefile, added and removed.
 //! * [`plan`]: one reconcile pass as a pure function, from observed state to every write.
 //! * [`leader`]: which agent replica of a member writes (Lease-based election).
 
@@ -16,6 +17,7 @@ pub mod admission;
 pub mod announce;
 pub mod cluster_id;
 pub mod conditions;
+pub mod corefile;
 pub mod derived;
 pub mod diff;
 pub mod dns;

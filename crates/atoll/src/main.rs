@@ -44,6 +44,9 @@ enum Command {
     /// The ClusterSet's members (heartbeat age, state, exports, last error) and this member's
     /// imports.
     Status(cmd::inspect::StatusArgs),
+    /// Wire clusterset.local into the cluster's CoreDNS (its Corefile ConfigMap, or a file):
+    /// add, remove, check, or print Atoll's block.
+    Coredns(cmd::coredns::Args),
     /// Trace one service hop by hop from this member and name the first broken hop with a fix;
     /// exits 1 when something is broken.
     Explain(cmd::inspect::ExplainArgs),
@@ -61,6 +64,11 @@ fn main() -> std::process::ExitCode {
         Command::Join(args) => serve(format, cmd::join::join(args)),
         Command::Leave(args) => serve(format, cmd::join::leave(args)),
         Command::Status(args) => serve(format, cmd::inspect::status(args)),
+        Command::Coredns(args) => match serve(format, cmd::coredns::run(args)) {
+            Ok(true) => Ok(()),
+            Ok(false) => return std::process::ExitCode::from(1),
+            Err(e) => Err(e),
+        },
         Command::Explain(args) => match serve(format, cmd::inspect::explain_service(args)) {
             Ok(true) => Ok(()),
             Ok(false) => return std::process::ExitCode::from(1),

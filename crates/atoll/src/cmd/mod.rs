@@ -2,6 +2,7 @@
 
 mod admin;
 pub mod agent;
+pub mod coredns;
 pub mod crds;
 pub mod dns;
 pub mod inspect;

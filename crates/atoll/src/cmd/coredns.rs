@@ -1,0 +1,260 @@
+//! `atoll coredns wire|unwire|check|print`: Atoll's `clusterset.local` block in the cluster's
+//! CoreDNS Corefile (the ConfigMap `kube-system/coredns` by default, or a file), edited by
+//! `atoll_core::corefile` with optimistic concurrency (read, edit, replace against the version
+//! read, again on a conflict).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use atoll_core::corefile::{self, Edit, Wiring};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::Api;
+use kube::api::PostParams;
+
+use super::kubeconfig::client;
+
+/// Arguments of `atoll coredns`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Add (or update) Atoll's clusterset.local block; no change when it is already there.
+    Wire(WireArgs),
+    /// Remove Atoll's block, leaving the rest of the Corefile as it was.
+    Unwire(Where),
+    /// Say whether the Corefile forwards clusterset.local to Atoll; exits 1 when it does not.
+    Check(Where),
+    /// Print the block to add by hand (managed clusters whose CoreDNS cannot be edited).
+    Print(BlockArgs),
+}
+
+/// Which Corefile.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Where {
+    /// Kubeconfig of the cluster (default: inferred, e.g. in-cluster).
+    #[arg(long, env = "ATOLL_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context in --kubeconfig.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Namespace of CoreDNS's ConfigMap.
+    #[arg(long, default_value = "kube-system")]
+    pub namespace: String,
+    /// Name of CoreDNS's ConfigMap.
+    #[arg(long, default_value = "coredns")]
+    pub configmap: String,
+    /// Key of the Corefile in the ConfigMap.
+    #[arg(long, default_value = "Corefile")]
+    pub key: String,
+    /// Edit this Corefile on disk instead of the ConfigMap.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
+    pub file: Option<PathBuf>,
+    /// Print the new Corefile instead of writing it.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// What the block forwards to.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BlockArgs {
+    /// Where `atoll dns` answers, host:port (repeat for several; default: the cluster IP of
+    /// the Service atoll-system/atoll-dns, port 53).
+    #[arg(long = "target")]
+    pub targets: Vec<String>,
+    /// The zone.
+    #[arg(long, default_value = "clusterset.local")]
+    pub zone: String,
+    /// Seconds CoreDNS caches answers (0: no cache; Atoll's TTL is 5 s).
+    #[arg(long, default_value_t = 5)]
+    pub cache_seconds: u32,
+    /// Addresses the block binds to (default: CoreDNS's, every address).
+    #[arg(long)]
+    pub bind: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WireArgs {
+    #[command(flatten)]
+    pub place: Where,
+    #[command(flatten)]
+    pub block: BlockArgs,
+}
+
+/// Runs the action; `Ok(false)` when `check` finds no wiring.
+pub async fn run(args: Args) -> anyhow::Result<bool> {
+    match args.action {
+        Action::Print(block) => {
+            let targets = if block.targets.is_empty() {
+                vec!["<cluster IP of atoll-system/atoll-dns>:53".to_owned()]
+            } else {
+                block.targets.clone()
+            };
+            print!("{}", wiring(&block, targets).block());
+            Ok(true)
+        }
+        Action::Check(place) => {
+            let text = read(&place).await?.0;
+            match corefile::wired(&text)? {
+                Some(targets) => {
+                    println!(
+                        "{}: clusterset.local is forwarded to atoll dns at {}",
+                        describe(&place),
+                        targets.join(" ")
+                    );
+                    Ok(true)
+                }
+                None => {
+                    println!(
+                        "{}: clusterset.local is not wired to Atoll; run `atoll coredns wire` (or add the block `atoll coredns print` shows)",
+                        describe(&place)
+                    );
+                    Ok(false)
+                }
+            }
+        }
+        Action::Unwire(place) => {
+            edit(&place, |text| Ok(corefile::unwire(text)?)).await?;
+            Ok(true)
+        }
+        Action::Wire(args) => {
+            let targets = if args.block.targets.is_empty() {
+                vec![dns_service_target(&args.place).await?]
+            } else {
+                args.block.targets.clone()
+            };
+            let wiring = wiring(&args.block, targets);
+            edit(&args.place, |text| Ok(corefile::wire(text, &wiring)?)).await?;
+            Ok(true)
+        }
+    }
+}
+
+fn wiring(block: &BlockArgs, targets: Vec<String>) -> Wiring {
+    Wiring {
+        zone: block.zone.trim_end_matches('.').to_ascii_lowercase(),
+        targets,
+        cache_seconds: block.cache_seconds,
+        bind: block.bind.clone(),
+    }
+}
+
+fn describe(place: &Where) -> String {
+    match &place.file {
+        Some(path) => path.display().to_string(),
+        None => format!(
+            "ConfigMap {}/{} key {}",
+            place.namespace, place.configmap, place.key
+        ),
+    }
+}
+
+async fn configmaps(place: &Where) -> anyhow::Result<Api<ConfigMap>> {
+    let client = client(place.kubeconfig.as_ref(), place.context.as_ref(), "cluster").await?;
+    Ok(Api::namespaced(client, &place.namespace))
+}
+
+/// The Corefile's text, and the ConfigMap it came from (none for a file).
+async fn read(place: &Where) -> anyhow::Result<(String, Option<ConfigMap>)> {
+    if let Some(path) = &place.file {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        return Ok((text, None));
+    }
+    let api = configmaps(place).await?;
+    let map = api
+        .get_opt(&place.configmap)
+        .await
+        .with_context(|| format!("reading {}", describe(place)))?
+        .with_context(|| {
+            format!(
+                "{} does not exist: is CoreDNS the cluster's DNS? On managed clusters add the block `atoll coredns print` shows where the provider allows",
+                describe(place)
+            )
+        })?;
+    let text = map
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&place.key))
+        .cloned()
+        .with_context(|| format!("{} has no key {}", describe(place), place.key))?;
+    Ok((text, Some(map)))
+}
+
+/// Reads, edits and writes the Corefile, again from the start when the ConfigMap changed in
+/// between (409 Conflict).
+async fn edit(place: &Where, change: impl Fn(&str) -> anyhow::Result<Edit>) -> anyhow::Result<()> {
+    for _attempt in 0..5 {
+        let (text, map) = read(place).await?;
+        let new = match change(&text).with_context(|| describe(place))? {
+            Edit::Unchanged => {
+                println!("{}: already as asked, nothing written", describe(place));
+                return Ok(());
+            }
+            Edit::Changed(new) => new,
+        };
+        if place.dry_run {
+            print!("{new}");
+            return Ok(());
+        }
+        match (map, &place.file) {
+            (None, Some(path)) => {
+                // Write beside it and rename, so a reader never sees half a file.
+                let tmp = path.with_extension("atoll-tmp");
+                std::fs::write(&tmp, &new).with_context(|| format!("writing {}", tmp.display()))?;
+                std::fs::rename(&tmp, path)
+                    .with_context(|| format!("replacing {}", path.display()))?;
+            }
+            (Some(mut map), _) => {
+                map.data
+                    .get_or_insert_with(Default::default)
+                    .insert(place.key.clone(), new);
+                // The object carries the resourceVersion read: a concurrent change fails it.
+                match configmaps(place)
+                    .await?
+                    .replace(&place.configmap, &PostParams::default(), &map)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("writing {}", describe(place)));
+                    }
+                }
+            }
+            (None, None) => bail!("nothing to write to"),
+        }
+        println!("{}: updated", describe(place));
+        return Ok(());
+    }
+    bail!(
+        "{} kept changing while Atoll edited it; try again",
+        describe(place)
+    )
+}
+
+/// `<cluster IP of atoll-system/atoll-dns>:53`.
+async fn dns_service_target(place: &Where) -> anyhow::Result<String> {
+    if place.file.is_some() {
+        bail!("with --file, say where atoll dns answers with --target host:port");
+    }
+    let client = client(place.kubeconfig.as_ref(), place.context.as_ref(), "cluster").await?;
+    let service = Api::<Service>::namespaced(client, atoll_core::membership::SYSTEM_NAMESPACE)
+        .get_opt("atoll-dns")
+        .await
+        .context("reading the Service atoll-system/atoll-dns")?
+        .context("the Service atoll-system/atoll-dns does not exist: install the chart first, or pass --target")?;
+    let ip = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .filter(|ip| !ip.is_empty() && ip != "None")
+        .context("the Service atoll-system/atoll-dns has no cluster IP yet")?;
+    Ok(if ip.contains(':') {
+        format!("[{ip}]:53")
+    } else {
+        format!("{ip}:53")
+    })
+}
