@@ -40,6 +40,7 @@ template() {
     render "$mode" >"$OUT/$mode.yaml"
     log "helm template (mode $mode): $(wc -l <"$OUT/$mode.yaml") lines, $(grep -c '^kind:' "$OUT/$mode.yaml") objects -> $OUT/$mode.yaml"
   done
+  render member --set coredns.wire=true >"$OUT/wired.yaml"
 }
 
 passed=0 failed=0

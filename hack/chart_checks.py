@@ -16,7 +16,7 @@ def check(name, ok, why=""):
     print(f"ok   {name}" if ok else f"FAIL {name}: {why}")
 
 
-member, hub, both = load("member"), load("hub"), load("both")
+member, hub, both, wired = load("member"), load("hub"), load("both"), load("wired")
 kinds = lambda docs, kind: [d for d in docs if d.get("kind") == kind]
 deployments = {d["metadata"]["name"]: d for d in kinds(member, "Deployment")}
 
@@ -79,3 +79,15 @@ no_secrets = [d["metadata"]["name"] for d in member if d["kind"] == "ClusterRole
               for r in d.get("rules", []) if "secrets" in r.get("resources", [])]
 check("RBAC: no cluster-wide Secret access", not no_secrets, no_secrets)
 check("every namespaced object is in atoll-system", all(d["metadata"].get("namespace", "atoll-system") == "atoll-system" for d in member), "")
+
+jobs = {d["metadata"]["name"]: d for d in kinds(wired, "Job")}
+check("CoreDNS wiring is opt-in", not kinds(member, "Job"), [d["metadata"]["name"] for d in kinds(member, "Job")])
+check("coredns.wire: a post-install/upgrade wire Job and a pre-delete unwire Job",
+      sorted(jobs) == ["atoll-coredns-unwire", "atoll-coredns-wire"]
+      and jobs["atoll-coredns-wire"]["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+      and jobs["atoll-coredns-unwire"]["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
+      and jobs["atoll-coredns-wire"]["spec"]["template"]["spec"]["containers"][0]["args"][:2] == ["coredns", "wire"], sorted(jobs))
+wiring_rules = [r for d in kinds(wired, "Role") if d["metadata"]["name"] == "atoll-coredns-wiring" for r in d["rules"]]
+check("coredns.wire: its identity may only get/update the CoreDNS ConfigMap and get the Service atoll-dns",
+      sorted((tuple(r["resources"]), tuple(r["resourceNames"]), tuple(r["verbs"])) for r in wiring_rules)
+      == [(("configmaps",), ("coredns",), ("get", "update")), (("services",), ("atoll-dns",), ("get",))], wiring_rules)

@@ -155,6 +155,15 @@ async fn wiring_coredns_makes_clusterset_names_resolve_through_atoll_dns() -> an
     let cluster = ["--kubeconfig", kubeconfig.as_str(), "--context", "kwok-c1"];
     let check = atoll(&[&["coredns", "check"][..], &cluster[..]].concat())?;
     assert_eq!(check.status.code(), Some(1), "check before wiring");
+    let status = || -> anyhow::Result<String> {
+        let out = atoll(&[&["status"][..], &cluster[..]].concat())?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let before_status = status()?;
+    assert!(
+        before_status.contains("Cluster DNS of c1: NOT WIRED"),
+        "atoll status before wiring: {before_status}"
+    );
     let wire = atoll(
         &[
             &["coredns", "wire"][..],
@@ -186,6 +195,13 @@ async fn wiring_coredns_makes_clusterset_names_resolve_through_atoll_dns() -> an
     assert_eq!(corefile_of(&configmaps).await?, wired);
     let check = atoll(&[&["coredns", "check"][..], &cluster[..]].concat())?;
     assert_eq!(check.status.code(), Some(0), "check after wiring");
+    let after_status = status()?;
+    assert!(
+        after_status.contains(&format!(
+            "Cluster DNS of c1: wired: CoreDNS forwards clusterset.local to {target}"
+        )),
+        "atoll status after wiring: {after_status}"
+    );
 
     let after = wait_for(
         "CoreDNS to reload and forward to atoll dns",

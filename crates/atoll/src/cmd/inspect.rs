@@ -148,6 +148,33 @@ struct Status {
     member: String,
     members: Vec<MemberRow>,
     imports: Vec<ImportRow>,
+    /// Whether the member's CoreDNS forwards clusterset.local to Atoll, with what to do if not.
+    cluster_dns: String,
+}
+
+/// What the member's CoreDNS Corefile (ConfigMap kube-system/coredns) says of clusterset.local.
+/// Reading it needs more than the agent's permissions: an identity that cannot is told so.
+async fn cluster_dns(member: &kube::Client) -> String {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let fix = "run `atoll coredns wire` (or install the chart with coredns.wire=true), or on managed clusters add the block `atoll coredns print` shows";
+    match Api::<ConfigMap>::namespaced(member.clone(), "kube-system")
+        .get_opt("coredns")
+        .await
+    {
+        Ok(None) => "unknown: no ConfigMap kube-system/coredns (not CoreDNS, or managed DNS); check that clusterset.local names resolve in a pod".to_owned(),
+        Ok(Some(map)) => {
+            let text = map.data.and_then(|d| d.get("Corefile").cloned()).unwrap_or_default();
+            match atoll_core::corefile::wired(&text) {
+                Ok(Some(targets)) => format!("wired: CoreDNS forwards clusterset.local to {}", targets.join(" ")),
+                Ok(None) => format!("NOT WIRED: CoreDNS does not forward clusterset.local to Atoll, so pods cannot resolve <svc>.<ns>.svc.clusterset.local; {fix}"),
+                Err(e) => format!("broken: {e}"),
+            }
+        }
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            "unknown: this identity may not read kube-system/coredns".to_owned()
+        }
+        Err(e) => format!("unknown: reading kube-system/coredns failed: {e}"),
+    }
 }
 
 /// `atoll status`.
@@ -221,6 +248,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         })
         .collect();
     let status = Status {
+        cluster_dns: cluster_dns(&c.member).await,
         member: c.id,
         members,
         imports,
@@ -270,6 +298,7 @@ fn print_status(s: &Status) {
             i.sources_condition
         );
     }
+    println!("Cluster DNS of {}: {}", s.member, s.cluster_dns);
 }
 
 /// What one member holds for `ns/name`.
