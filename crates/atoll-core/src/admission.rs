@@ -45,38 +45,41 @@ fn managed(object: &str) -> String {
     )
 }
 
-/// The policy, allowing `agent` (the agent's username in this member) to manage the objects.
-pub fn policy(agent: &str) -> ValidatingAdmissionPolicy {
+/// What makes one of Atoll's policies: its name, the resources it guards, who it applies to
+/// (all requests when `applies_to` is `None`), its variables and its one validation.
+struct Shape<'a> {
+    name: &'a str,
+    rules: Vec<NamedRuleWithOperations>,
+    applies_to: Option<String>,
+    variables: Vec<Variable>,
+    expression: String,
+    message: &'a str,
+}
+
+fn denying_policy(shape: Shape<'_>) -> ValidatingAdmissionPolicy {
     ValidatingAdmissionPolicy {
         metadata: ObjectMeta {
-            name: Some(POLICY_NAME.to_owned()),
+            name: Some(shape.name.to_owned()),
             ..Default::default()
         },
         spec: Some(ValidatingAdmissionPolicySpec {
             failure_policy: Some("Fail".to_owned()),
             match_constraints: Some(MatchResources {
-                resource_rules: Some(vec![
-                    rule(atoll_api::multicluster::GROUP, "serviceimports"),
-                    rule("", "services"),
-                    rule("discovery.k8s.io", "endpointslices"),
-                ]),
+                resource_rules: Some(shape.rules),
                 ..Default::default()
             }),
-            variables: Some(vec![
-                Variable {
-                    name: "managed".to_owned(),
-                    expression: format!("({}) || ({})", managed("object"), managed("oldObject")),
-                },
-                Variable {
-                    name: "trusted".to_owned(),
-                    expression: format!(
-                        "request.userInfo.username == '{agent}' || request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || request.userInfo.username == 'system:kube-controller-manager'"
-                    ),
-                },
-            ]),
+            match_conditions: shape.applies_to.map(|who| {
+                vec![
+                    k8s_openapi::api::admissionregistration::v1::MatchCondition {
+                        name: "the-atoll-agent".to_owned(),
+                        expression: who,
+                    },
+                ]
+            }),
+            variables: (!shape.variables.is_empty()).then_some(shape.variables),
             validations: Some(vec![Validation {
-                expression: "!variables.managed || variables.trusted".to_owned(),
-                message: Some(MESSAGE.to_owned()),
+                expression: shape.expression,
+                message: Some(shape.message.to_owned()),
                 reason: Some("Forbidden".to_owned()),
                 ..Default::default()
             }]),
@@ -84,6 +87,33 @@ pub fn policy(agent: &str) -> ValidatingAdmissionPolicy {
         }),
         status: None,
     }
+}
+
+/// The policy, allowing `agent` (the agent's username in this member) to manage the objects.
+pub fn policy(agent: &str) -> ValidatingAdmissionPolicy {
+    denying_policy(Shape {
+        name: POLICY_NAME,
+        rules: vec![
+            rule(atoll_api::multicluster::GROUP, "serviceimports"),
+            rule("", "services"),
+            rule("discovery.k8s.io", "endpointslices"),
+        ],
+        applies_to: None,
+        variables: vec![
+            Variable {
+                name: "managed".to_owned(),
+                expression: format!("({}) || ({})", managed("object"), managed("oldObject")),
+            },
+            Variable {
+                name: "trusted".to_owned(),
+                expression: format!(
+                    "request.userInfo.username == '{agent}' || request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || request.userInfo.username == 'system:kube-controller-manager'"
+                ),
+            },
+        ],
+        expression: "!variables.managed || variables.trusted".to_owned(),
+        message: MESSAGE,
+    })
 }
 
 /// Binds [`policy`] cluster-wide, denying what it refuses.
@@ -117,40 +147,21 @@ pub const AGENT_MESSAGE: &str = "the Atoll agent may only create, change or dele
 /// EndpointSlice. A create must carry Atoll's label, an update must keep it on an object that
 /// already had it, a delete must be of an object that has it.
 pub fn agent_policy(agent: &str) -> ValidatingAdmissionPolicy {
-    ValidatingAdmissionPolicy {
-        metadata: ObjectMeta {
-            name: Some(AGENT_POLICY_NAME.to_owned()),
-            ..Default::default()
-        },
-        spec: Some(ValidatingAdmissionPolicySpec {
-            failure_policy: Some("Fail".to_owned()),
-            match_constraints: Some(MatchResources {
-                resource_rules: Some(vec![
-                    rule("", "services"),
-                    rule("discovery.k8s.io", "endpointslices"),
-                ]),
-                ..Default::default()
-            }),
-            match_conditions: Some(vec![
-                k8s_openapi::api::admissionregistration::v1::MatchCondition {
-                    name: "the-atoll-agent".to_owned(),
-                    expression: format!("request.userInfo.username == '{agent}'"),
-                },
-            ]),
-            validations: Some(vec![Validation {
-                expression: format!(
-                    "(request.operation == 'DELETE' || ({new})) && (request.operation == 'CREATE' || ({old}))",
-                    new = managed("object"),
-                    old = managed("oldObject"),
-                ),
-                message: Some(AGENT_MESSAGE.to_owned()),
-                reason: Some("Forbidden".to_owned()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        status: None,
-    }
+    denying_policy(Shape {
+        name: AGENT_POLICY_NAME,
+        rules: vec![
+            rule("", "services"),
+            rule("discovery.k8s.io", "endpointslices"),
+        ],
+        applies_to: Some(format!("request.userInfo.username == '{agent}'")),
+        variables: vec![],
+        expression: format!(
+            "(request.operation == 'DELETE' || ({new})) && (request.operation == 'CREATE' || ({old}))",
+            new = managed("object"),
+            old = managed("oldObject"),
+        ),
+        message: AGENT_MESSAGE,
+    })
 }
 
 /// Binds [`agent_policy`] cluster-wide, denying what it refuses.

@@ -8,5 +8,6 @@ pub mod dns;
 pub mod inspect;
 pub mod join;
 mod kubeconfig;
+mod manifest;
 pub mod policy;
 pub mod rbac;

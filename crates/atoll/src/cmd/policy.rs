@@ -3,8 +3,9 @@
 
 use std::io::Write;
 
-use anyhow::Context;
 use atoll_core::admission;
+
+use super::manifest::{to_yaml, write_documents};
 
 /// Arguments of `atoll admission-policy`.
 #[derive(Debug, clap::Args)]
@@ -15,25 +16,21 @@ pub struct Args {
     pub agent_username: Option<String>,
 }
 
-fn yaml(value: &impl serde::Serialize) -> anyhow::Result<String> {
-    serde_saphyr::to_string(value).context("encoding an admission policy as YAML")
-}
-
 /// Writes both policies and their bindings to `out`.
 pub fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let agent = args
         .agent_username
         .clone()
         .unwrap_or_else(atoll_core::membership::member_agent_username);
-    for doc in [
-        yaml(&admission::policy(&agent))?,
-        yaml(&admission::binding())?,
-        yaml(&admission::agent_policy(&agent))?,
-        yaml(&admission::agent_binding())?,
-    ] {
-        write!(out, "---\n{doc}")?;
-    }
-    Ok(())
+    write_documents(
+        out,
+        &[
+            to_yaml(&admission::policy(&agent))?,
+            to_yaml(&admission::binding())?,
+            to_yaml(&admission::agent_policy(&agent))?,
+            to_yaml(&admission::agent_binding())?,
+        ],
+    )
 }
 
 #[cfg(test)]
@@ -50,12 +47,7 @@ mod tests {
             &mut out,
         )
         .unwrap();
-        let text = String::from_utf8(out).unwrap();
-        let docs: Vec<serde_json::Value> = text
-            .split("---\n")
-            .filter(|d| !d.trim().is_empty())
-            .map(|d| serde_saphyr::from_str(d).unwrap())
-            .collect();
+        let docs = super::super::manifest::parse_documents(&String::from_utf8(out).unwrap());
         assert_eq!(docs[0]["kind"], "ValidatingAdmissionPolicy");
         assert_eq!(docs[1]["kind"], "ValidatingAdmissionPolicyBinding");
         assert_eq!(docs[2]["metadata"]["name"], admission::AGENT_POLICY_NAME);

@@ -5,15 +5,13 @@ use std::io::Write;
 
 use anyhow::Context;
 use atoll_core::ClusterId;
+
+use super::manifest::{to_yaml, write_documents};
 use atoll_core::membership::{dns_objects, member_objects};
 
 /// Arguments of `atoll rbac`.
 #[derive(Debug, clap::Args)]
 pub struct Args {}
-
-fn yaml(value: &impl serde::Serialize) -> anyhow::Result<String> {
-    serde_saphyr::to_string(value).context("encoding RBAC as YAML")
-}
 
 /// Writes the objects to `out` as multi-document YAML with their kinds.
 pub fn run(_args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
@@ -28,7 +26,7 @@ pub fn run(_args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
             map.insert("apiVersion".into(), K::API_VERSION.into());
             map.insert("kind".into(), K::KIND.into());
         }
-        yaml(&value)
+        to_yaml(&value)
     }
     let docs = [
         doc(&agent.account)?,
@@ -40,10 +38,7 @@ pub fn run(_args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
         doc(&dns.role)?,
         doc(&dns.binding)?,
     ];
-    for d in docs {
-        write!(out, "---\n{d}")?;
-    }
-    Ok(())
+    write_documents(out, &docs)
 }
 
 #[cfg(test)]
@@ -55,11 +50,7 @@ mod tests {
         let mut out = Vec::new();
         run(&Args {}, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        let docs: Vec<serde_json::Value> = text
-            .split("---\n")
-            .filter(|d| !d.trim().is_empty())
-            .map(|d| serde_saphyr::from_str(d).unwrap())
-            .collect();
+        let docs = super::super::manifest::parse_documents(&text);
         let kinds: Vec<String> = docs
             .iter()
             .map(|d| {
