@@ -64,12 +64,17 @@ fn start(
         .parent()
         .map(|dir| dir.join("agent-c3.kubeconfig"))
         .ok_or_else(|| anyhow::anyhow!("no env directory"))?;
-    let log = std::fs::File::create(std::env::temp_dir().join(format!("atoll-{identity}.log")))?;
+    let log = std::fs::File::create(log_path(identity))?;
     let child = Command::new(binary())
         .args(["agent", "--kubeconfig"])
         .arg(&kubeconfig)
         .args(["--heartbeat-seconds", "2", "--member-grace-seconds", "12"])
-        .args(["--leader-election-identity", identity])
+        .args([
+            "--leader-election-identity",
+            identity,
+            "--log-format",
+            "json",
+        ])
         .args(["--admin-address", &format!("127.0.0.1:{port}")])
         .env("RUST_LOG", "info,kube=warn")
         .stdout(Stdio::null())
@@ -85,6 +90,24 @@ fn start(
         port,
         pid,
     })
+}
+
+fn log_path(identity: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("atoll-{identity}.log"))
+}
+
+/// Every line a replica logged is one JSON object; returns the messages.
+fn json_messages(identity: &str) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(log_path(identity))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line)
+                .map_err(|e| anyhow::anyhow!("not a JSON log line ({e}): {line}"))?;
+            anyhow::ensure!(value["level"].is_string(), "no level: {line}");
+            Ok(value["message"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect()
 }
 
 async fn leads(replica: &Replica) -> anyhow::Result<bool> {
@@ -245,5 +268,11 @@ async fn a_standby_replica_takes_over_when_the_leader_dies_and_withdraws_nothing
         "a released Lease must be taken before it would expire ({handed_over:?})"
     );
     assert_eq!(kept(&set, &ns.name, "hello").await?, before_hello);
+    // --log-format json, as the chart runs the agent: one JSON object per line.
+    let messages = json_messages(fresh.identity)?;
+    assert!(
+        messages.iter().any(|m| m.starts_with("leading")),
+        "the fresh replica logged that it leads: {messages:?}"
+    );
     ns.cleanup().await
 }

@@ -117,6 +117,18 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
             }
         }
         Action::Unwire(place) => {
+            // No CoreDNS ConfigMap, nothing of Atoll's in it: an uninstall must not be blocked.
+            if place.file.is_none()
+                && configmaps(&place)
+                    .await?
+                    .get_opt(&place.configmap)
+                    .await
+                    .with_context(|| format!("reading {}", describe(&place)))?
+                    .is_none()
+            {
+                println!("{}: does not exist, nothing to unwire", describe(&place));
+                return Ok(true);
+            }
             edit(&place, |text| Ok(corefile::unwire(text)?)).await?;
             Ok(true)
         }
