@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use atoll_core::liveness::{self, Liveness, Tracker};
-use atoll_core::plan::{Feedback, Member, Rejected, Report, ServiceKey, plan};
+use atoll_core::plan::{Feedback, Member, Report, ServiceKey, plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Recorder, Reporter};
@@ -33,14 +33,12 @@ struct Reported {
 }
 
 impl Reported {
-    /// Logs what is new in `report`; returns the hub records rejected for the first time.
-    fn log<'a>(&mut self, report: &'a Report) -> Vec<&'a Rejected> {
+    /// Logs what is new in `report`.
+    fn log(&mut self, report: &Report) {
         let mut rejected = BTreeSet::new();
-        let mut new = Vec::new();
         for r in &report.rejected {
             if !self.rejected.contains(&r.version) {
                 tracing::warn!(record = %r.record, problem = %r.problem, "ignoring a malformed hub record");
-                new.push(r);
             }
             rejected.insert(r.version.clone());
         }
@@ -55,7 +53,6 @@ impl Reported {
             tracing::warn!(namespace = %ns, service = %name, "not importing: the namespace does not exist in this cluster; create it to receive the import");
         }
         self.skipped = skipped;
-        new
     }
 }
 

@@ -97,7 +97,11 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
             Ok(true)
         }
         Action::Check(place) => {
-            let text = read(&place).await?.0;
+            let source = open(&place).await?;
+            let text = read(&place, &source)
+                .await?
+                .ok_or_else(|| missing(&place))?
+                .0;
             match corefile::wired(&text)? {
                 Some(targets) => {
                     println!(
@@ -117,29 +121,26 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
             }
         }
         Action::Unwire(place) => {
+            let source = open(&place).await?;
             // No CoreDNS ConfigMap, nothing of Atoll's in it: an uninstall must not be blocked.
-            if place.file.is_none()
-                && configmaps(&place)
-                    .await?
-                    .get_opt(&place.configmap)
-                    .await
-                    .with_context(|| format!("reading {}", describe(&place)))?
-                    .is_none()
-            {
-                println!("{}: does not exist, nothing to unwire", describe(&place));
-                return Ok(true);
-            }
-            edit(&place, |text| Ok(corefile::unwire(text)?)).await?;
+            edit(&place, &source, IfMissing::NothingToDo, |text| {
+                Ok(corefile::unwire(text)?)
+            })
+            .await?;
             Ok(true)
         }
         Action::Wire(args) => {
+            let source = open(&args.place).await?;
             let targets = if args.block.targets.is_empty() {
-                vec![dns_service_target(&args.place).await?]
+                vec![dns_service_target(&source).await?]
             } else {
                 args.block.targets.clone()
             };
             let wiring = wiring(&args.block, targets);
-            edit(&args.place, |text| Ok(corefile::wire(text, &wiring)?)).await?;
+            edit(&args.place, &source, IfMissing::Fail, |text| {
+                Ok(corefile::wire(text, &wiring)?)
+            })
+            .await?;
             Ok(true)
         }
     }
@@ -164,43 +165,83 @@ fn describe(place: &Where) -> String {
     }
 }
 
-async fn configmaps(place: &Where) -> anyhow::Result<Api<ConfigMap>> {
-    let client = client(place.kubeconfig.as_ref(), place.context.as_ref(), "cluster").await?;
-    Ok(Api::namespaced(client, &place.namespace))
+/// Where the Corefile is, opened once: one client serves every call of the command.
+enum Source {
+    File(PathBuf),
+    ConfigMap(Box<Api<ConfigMap>>),
 }
 
-/// The Corefile's text, and the ConfigMap it came from (none for a file).
-async fn read(place: &Where) -> anyhow::Result<(String, Option<ConfigMap>)> {
+async fn open(place: &Where) -> anyhow::Result<Source> {
     if let Some(path) = &place.file {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        return Ok((text, None));
+        return Ok(Source::File(path.clone()));
     }
-    let api = configmaps(place).await?;
-    let map = api
+    let client = client(place.kubeconfig.as_ref(), place.context.as_ref(), "cluster").await?;
+    Ok(Source::ConfigMap(Box::new(Api::namespaced(
+        client,
+        &place.namespace,
+    ))))
+}
+
+fn missing(place: &Where) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} does not exist: is CoreDNS the cluster's DNS? On managed clusters add the block `atoll coredns print` shows where the provider allows",
+        describe(place)
+    )
+}
+
+/// The Corefile's text and the ConfigMap it came from (none for a file); `None` when the
+/// ConfigMap does not exist.
+async fn read(
+    place: &Where,
+    source: &Source,
+) -> anyhow::Result<Option<(String, Option<ConfigMap>)>> {
+    let api = match source {
+        Source::File(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            return Ok(Some((text, None)));
+        }
+        Source::ConfigMap(api) => api,
+    };
+    let Some(map) = api
         .get_opt(&place.configmap)
         .await
         .with_context(|| format!("reading {}", describe(place)))?
-        .with_context(|| {
-            format!(
-                "{} does not exist: is CoreDNS the cluster's DNS? On managed clusters add the block `atoll coredns print` shows where the provider allows",
-                describe(place)
-            )
-        })?;
+    else {
+        return Ok(None);
+    };
     let text = map
         .data
         .as_ref()
         .and_then(|d| d.get(&place.key))
         .cloned()
         .with_context(|| format!("{} has no key {}", describe(place), place.key))?;
-    Ok((text, Some(map)))
+    Ok(Some((text, Some(map))))
+}
+
+/// What an edit does when the ConfigMap does not exist.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum IfMissing {
+    Fail,
+    NothingToDo,
 }
 
 /// Reads, edits and writes the Corefile, again from the start when the ConfigMap changed in
 /// between (409 Conflict).
-async fn edit(place: &Where, change: impl Fn(&str) -> anyhow::Result<Edit>) -> anyhow::Result<()> {
+async fn edit(
+    place: &Where,
+    source: &Source,
+    if_missing: IfMissing,
+    change: impl Fn(&str) -> anyhow::Result<Edit>,
+) -> anyhow::Result<()> {
     for _attempt in 0..5 {
-        let (text, map) = read(place).await?;
+        let Some((text, map)) = read(place, source).await? else {
+            if if_missing == IfMissing::NothingToDo {
+                println!("{}: does not exist, nothing to unwire", describe(place));
+                return Ok(());
+            }
+            return Err(missing(place));
+        };
         let new = match change(&text).with_context(|| describe(place))? {
             Edit::Unchanged => {
                 println!("{}: already as asked, nothing written", describe(place));
@@ -212,21 +253,20 @@ async fn edit(place: &Where, change: impl Fn(&str) -> anyhow::Result<Edit>) -> a
             print!("{new}");
             return Ok(());
         }
-        match (map, &place.file) {
-            (None, Some(path)) => {
+        match (source, map) {
+            (Source::File(path), _) => {
                 // Write beside it and rename, so a reader never sees half a file.
                 let tmp = path.with_extension("atoll-tmp");
                 std::fs::write(&tmp, &new).with_context(|| format!("writing {}", tmp.display()))?;
                 std::fs::rename(&tmp, path)
                     .with_context(|| format!("replacing {}", path.display()))?;
             }
-            (Some(mut map), _) => {
+            (Source::ConfigMap(api), Some(mut map)) => {
                 map.data
                     .get_or_insert_with(Default::default)
                     .insert(place.key.clone(), new);
                 // The object carries the resourceVersion read: a concurrent change fails it.
-                match configmaps(place)
-                    .await?
+                match api
                     .replace(&place.configmap, &PostParams::default(), &map)
                     .await
                 {
@@ -237,7 +277,7 @@ async fn edit(place: &Where, change: impl Fn(&str) -> anyhow::Result<Edit>) -> a
                     }
                 }
             }
-            (None, None) => bail!("nothing to write to"),
+            (Source::ConfigMap(_), None) => bail!("read a ConfigMap without the object"),
         }
         println!("{}: updated", describe(place));
         return Ok(());
@@ -249,12 +289,11 @@ async fn edit(place: &Where, change: impl Fn(&str) -> anyhow::Result<Edit>) -> a
 }
 
 /// `<cluster IP of atoll-system/atoll-dns>:53`.
-async fn dns_service_target(place: &Where) -> anyhow::Result<String> {
-    if place.file.is_some() {
+async fn dns_service_target(source: &Source) -> anyhow::Result<String> {
+    let Source::ConfigMap(configmaps) = source else {
         bail!("with --file, say where atoll dns answers with --target host:port");
-    }
-    let client = client(place.kubeconfig.as_ref(), place.context.as_ref(), "cluster").await?;
-    let service = Api::<Service>::namespaced(client, atoll_core::membership::SYSTEM_NAMESPACE)
+    };
+    let service = Api::<Service>::namespaced((**configmaps).clone().into_client(), atoll_core::membership::SYSTEM_NAMESPACE)
         .get_opt("atoll-dns")
         .await
         .context("reading the Service atoll-system/atoll-dns")?
