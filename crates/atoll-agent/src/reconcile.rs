@@ -193,10 +193,10 @@ pub async fn run_loop(
                 .collect();
         }
         let m = &context.metrics;
-        m.records.set(gauge(planned.report.trusted_records));
+        m.records.set(gauge(planned.report.trusted_records()));
         m.records_rejected.set(gauge(planned.report.rejected.len()));
-        m.conflicts.set(gauge(planned.report.conflicts));
-        m.imports.set(gauge(planned.report.imports));
+        m.conflicts.set(gauge(planned.report.conflicting.len()));
+        m.imports.set(gauge(planned.report.imported.len()));
         m.imports_skipped.set(gauge(planned.report.skipped.len()));
         m.imports_excluded.set(gauge(planned.report.excluded.len()));
         if !leads {
@@ -241,6 +241,7 @@ mod tests {
     fn rejected(version: &str) -> Rejected {
         Rejected {
             record: ObjectKey::new("atoll-c1", "demo.hello"),
+            service: ("demo".into(), "hello".into()),
             version: version.to_owned(),
             problem: "bad".to_owned(),
         }

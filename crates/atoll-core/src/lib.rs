@@ -20,6 +20,7 @@ pub mod conditions;
 pub mod corefile;
 pub mod derived;
 pub mod diff;
+pub mod dirty;
 pub mod dns;
 pub mod explain;
 pub mod export;

@@ -153,6 +153,77 @@ pub struct View {
     pub liveness: Liveness,
     /// When to look again even if nothing changes (a grace or a staleness may run out).
     pub next_check: Option<Duration>,
+    /// Services whose part of the view changed in this update for reasons no watch event of
+    /// theirs shows: a member's objects came to match its claim (or stopped counting), a
+    /// cluster was withdrawn, restored or went stale.
+    pub touched: BTreeSet<ServiceKey>,
+    /// Every service's part may have changed (this importer stopped or started seeing the hub).
+    pub touched_everything: bool,
+}
+
+/// How a source cluster counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Verdict {
+    #[default]
+    Live,
+    Stale,
+    Withdrawn,
+}
+
+/// The services of the objects in one of `a` and `b` but not the other (by identity: the
+/// stores hand out the same `Arc` for an object until it changes).
+fn changed_services(a: Option<&Published>, b: Option<&Published>, into: &mut BTreeSet<ServiceKey>) {
+    let empty = (Vec::new(), Vec::new());
+    let (a, b) = (a.unwrap_or(&empty), b.unwrap_or(&empty));
+    fn one_side<T>(
+        from: &[Arc<T>],
+        other: &[Arc<T>],
+        key: impl Fn(&T) -> ServiceKey,
+        into: &mut BTreeSet<ServiceKey>,
+    ) {
+        let other: std::collections::HashSet<*const T> = other.iter().map(Arc::as_ptr).collect();
+        into.extend(
+            from.iter()
+                .filter(|o| !other.contains(&Arc::as_ptr(o)))
+                .map(|o| key(o)),
+        );
+    }
+    one_side(&a.0, &b.0, crate::plan::scope::of_record, into);
+    one_side(&b.0, &a.0, crate::plan::scope::of_record, into);
+    one_side(&a.1, &b.1, crate::plan::scope::of_copy, into);
+    one_side(&b.1, &a.1, crate::plan::scope::of_copy, into);
+}
+
+/// Every service of `published`.
+fn services_of(published: Option<&Published>, into: &mut BTreeSet<ServiceKey>) {
+    changed_services(published, None, into);
+}
+
+/// The digest of a cluster's objects, recomputed only when the objects changed: identities,
+/// sorted, say whether they did (the objects are kept, so no identity is reused meanwhile).
+#[derive(Clone, Debug, Default)]
+struct DigestCache {
+    identities: Vec<usize>,
+    objects: Published,
+    digest: String,
+}
+
+impl DigestCache {
+    fn digest(&mut self, current: &Published) -> &str {
+        let mut identities: Vec<usize> = current
+            .0
+            .iter()
+            .map(|r| Arc::as_ptr(r) as usize)
+            .chain(current.1.iter().map(|c| Arc::as_ptr(c) as usize))
+            .collect();
+        identities.sort_unstable();
+        if identities != self.identities || self.digest.is_empty() {
+            self.digest = publication_digest(&current.0, &current.1);
+            self.identities = identities;
+            self.objects = current.clone();
+        }
+        &self.digest
+    }
 }
 
 /// One cluster's records and endpoint copies.
@@ -169,6 +240,8 @@ struct Source {
     claim: Option<Claim>,
     /// Records and copies as they last matched the member's claim.
     held: Option<Published>,
+    verdict: Verdict,
+    digest: DigestCache,
 }
 
 /// Per-importer memory of every source cluster.
@@ -254,6 +327,8 @@ impl Tracker {
                     accepted_epoch: 0,
                     claim: None,
                     held: None,
+                    verdict: Verdict::Live,
+                    digest: DigestCache::default(),
                 });
             if version.is_some() && version != source.lease_version {
                 source.last_change = now;
@@ -268,6 +343,11 @@ impl Tracker {
             now.saturating_duration_since(s.last_change)
         });
         let blind = own_age > self.settings.blind_after;
+        let mut view = View {
+            records: unowned_records,
+            touched_everything: self.blind != blind,
+            ..View::default()
+        };
         if self.blind && !blind {
             for source in self.sources.values_mut() {
                 source.last_change = source.last_change.max(now);
@@ -276,10 +356,6 @@ impl Tracker {
         }
         self.blind = blind;
 
-        let mut view = View {
-            records: unowned_records,
-            ..View::default()
-        };
         view.liveness.blind = blind;
         let mut next: Option<Duration> = None;
         let mut soonest = |d: Duration| next = Some(next.map_or(d, |n: Duration| n.min(d)));
@@ -298,10 +374,13 @@ impl Tracker {
                 source.claim = Some(seen);
             }
             // Which objects count for this cluster.
-            let matches = source.claim.as_ref().is_some_and(|c| {
-                c.epoch >= source.accepted_epoch
-                    && c.digest == publication_digest(&current.0, &current.1)
-            });
+            let matches = match &source.claim {
+                Some(c) if c.epoch >= source.accepted_epoch => {
+                    c.digest == source.digest.digest(current)
+                }
+                _ => false,
+            };
+            let before = source.held.clone();
             if matches && !blind {
                 source.accepted_epoch = source.claim.as_ref().map_or(0, |c| c.epoch);
                 source.held = Some(current.clone());
@@ -311,6 +390,7 @@ impl Tracker {
                 // coming back, some kinds of objects before others.
                 source.held = Some(current.clone());
             }
+            changed_services(before.as_ref(), source.held.as_ref(), &mut view.touched);
             let (records, copies) = source.held.clone().unwrap_or_default();
 
             let age = now.saturating_duration_since(source.last_change);
@@ -320,7 +400,20 @@ impl Tracker {
             if cluster == &self.own && !blind {
                 soonest(self.settings.blind_after.saturating_sub(age));
             }
-            if !blind && age > self.settings.grace && cluster != &self.own {
+            let verdict = if blind || cluster == &self.own {
+                Verdict::Live
+            } else if age > self.settings.grace {
+                Verdict::Withdrawn
+            } else if age > self.settings.stale_after {
+                Verdict::Stale
+            } else {
+                Verdict::Live
+            };
+            if verdict != source.verdict {
+                services_of(source.held.as_ref(), &mut view.touched);
+                source.verdict = verdict;
+            }
+            if verdict == Verdict::Withdrawn {
                 view.liveness.withdrawn.insert(
                     cluster.clone(),
                     Withdrawal {
@@ -333,7 +426,7 @@ impl Tracker {
                 );
                 continue;
             }
-            if age > self.settings.stale_after && cluster != &self.own && !blind {
+            if verdict == Verdict::Stale {
                 view.liveness
                     .stale
                     .insert(cluster.clone(), source.last_change_wall.clone());

@@ -324,3 +324,52 @@ fn epochs_only_grow() {
         "a clock that went back changes nothing"
     );
 }
+
+fn touched(view: &View) -> Vec<String> {
+    view.touched.iter().map(|(_, name)| name.clone()).collect()
+}
+
+#[test]
+fn the_view_names_the_services_whose_part_changed_without_an_event_of_theirs() {
+    let start = Instant::now();
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let at = |s: u64| start + Duration::from_secs(s);
+    let leases = hub.renew(&["c1", "c2"]);
+    let first = tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    assert_eq!(touched(&first), ["a", "b"], "everything is new at first");
+    let leases = hub.renew(&["c1", "c2"]);
+    let steady = tracker.update(at(1), &wall(1), &leases, &hub.records, &hub.copies);
+    assert!(steady.touched.is_empty() && !steady.touched_everything);
+
+    // c2 adds "c" but its Lease does not claim it yet: the view keeps the old set.
+    hub.records.push(record("c2", "c"));
+    let (before_r, before_s) = (hub.records[..2].to_vec(), hub.copies.clone());
+    let mut leases = hub.renew(&["c1"]);
+    let epoch = u64::from(hub.version);
+    leases.push(lease(
+        "c2",
+        hub.version,
+        Some((epoch, &before_r[1..], &before_s)),
+    ));
+    let early = tracker.update(at(2), &wall(2), &leases, &hub.records, &hub.copies);
+    assert!(early.touched.is_empty(), "{:?}", early.touched);
+    // Its claim comes: "c" enters the view without an event of its own.
+    let leases = hub.renew(&["c1", "c2"]);
+    let claimed = tracker.update(at(3), &wall(3), &leases, &hub.records, &hub.copies);
+    assert_eq!(touched(&claimed), ["c"]);
+
+    // c2 goes silent: stale, then withdrawn, each touches c2's services.
+    let (r, s) = hub.of("c2");
+    let silent = lease("c2", 999, Some((999, &r, &s)));
+    let mut seen = Vec::new();
+    for t in [4, 40, 80] {
+        let mut leases = hub.renew(&["c1"]);
+        leases.push(silent.clone());
+        let view = tracker.update(at(t), &wall(t), &leases, &hub.records, &hub.copies);
+        seen.push(touched(&view));
+    }
+    assert!(seen[0].is_empty(), "a renewal alone changes nothing");
+    assert_eq!(seen[1], ["b", "c"], "stale");
+    assert_eq!(seen[2], ["b", "c"], "withdrawn");
+}

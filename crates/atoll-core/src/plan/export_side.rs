@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::{ExportStatus, Feedback, HubWrites, ObjectKey, Observed, ServiceKey};
+use super::{ExportStatus, Feedback, HubWrites, ObjectKey, Observed, Published, ServiceKey, scope};
 use crate::announce::transitions;
 use crate::conditions::{Publication, export_conditions, same_conditions};
 use crate::export::{self, Validity};
@@ -22,7 +22,7 @@ pub(super) fn plan(
     feedback: &Feedback,
     merged: &BTreeMap<ServiceKey, MergedService>,
     now: &Time,
-) -> (HubWrites, Vec<ExportStatus>, String) {
+) -> (HubWrites, Vec<ExportStatus>, Published) {
     let services: BTreeMap<ServiceKey, &Service> = observed
         .services
         .iter()
@@ -69,15 +69,19 @@ pub(super) fn plan(
         validity.insert(key, verdict);
     }
 
-    let claim_digest = crate::liveness::digest(
-        records
-            .keys()
-            .map(|n| format!("r/{n}"))
-            .chain(copies.keys().map(|n| format!("s/{n}")))
-            .collect::<Vec<_>>()
-            .iter()
-            .map(String::as_str),
-    );
+    let mut published = Published::new();
+    for (name, (key, _)) in &records {
+        published
+            .entry(key.clone())
+            .or_default()
+            .push(format!("r/{name}"));
+    }
+    for (name, copy) in &copies {
+        published
+            .entry(scope::of_copy(copy))
+            .or_default()
+            .push(format!("s/{name}"));
+    }
     let own = hub::namespace_for(cluster);
     let mut writes = HubWrites::default();
     // A record is current only if spec and labels are equal: a field dropped from the export
@@ -143,7 +147,7 @@ pub(super) fn plan(
             });
         }
     }
-    (writes, statuses, claim_digest)
+    (writes, statuses, published)
 }
 
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> ServiceKey {

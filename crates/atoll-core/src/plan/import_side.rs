@@ -80,7 +80,11 @@ pub(super) fn plan(
         let failure = feedback.derived_failures.get(key);
         import_service(m, failure, &here, &mut wanted, &mut writes);
     }
-    report.imports = wanted.imports.len();
+    report.imported = wanted
+        .imports
+        .iter()
+        .map(|k| (k.namespace.clone(), k.name.clone()))
+        .collect();
 
     writes.delete_imports = here
         .imports

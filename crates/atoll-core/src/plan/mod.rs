@@ -11,10 +11,11 @@
 
 mod export_side;
 mod import_side;
+pub mod scope;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -163,6 +164,19 @@ pub struct Feedback {
 }
 
 impl Feedback {
+    /// Takes in what a pass over `scope` (every service when `None`) learned: its failures
+    /// replace those of the same services.
+    pub fn absorb(&mut self, scope: Option<&BTreeSet<ServiceKey>>, pass: Feedback) {
+        let Some(scope) = scope else {
+            *self = pass;
+            return;
+        };
+        self.publish_failures.retain(|k, _| !scope.contains(k));
+        self.derived_failures.retain(|k, _| !scope.contains(k));
+        self.publish_failures.extend(pass.publish_failures);
+        self.derived_failures.extend(pass.derived_failures);
+    }
+
     /// Whether `other` fails the same writes with the same status codes (messages may differ
     /// from one attempt to the next without meaning anything new).
     pub fn same_failures(&self, other: &Self) -> bool {
@@ -242,6 +256,8 @@ pub struct ExportStatus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejected {
     pub record: ObjectKey,
+    /// The service the record describes.
+    pub service: ServiceKey,
     /// `uid@resourceVersion`: one report per version of a record.
     pub version: String,
     pub problem: String,
@@ -250,18 +266,49 @@ pub struct Rejected {
 /// What a plan found, for logs and metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Hub records used in the merge.
-    pub trusted_records: usize,
+    /// Hub records used in the merge, per service.
+    pub trusted: BTreeMap<ServiceKey, usize>,
     /// Hub records ignored.
     pub rejected: Vec<Rejected>,
     /// Merged services whose exports disagree.
-    pub conflicts: usize,
+    pub conflicting: BTreeSet<ServiceKey>,
     /// Imports this member holds or is about to.
-    pub imports: usize,
+    pub imported: BTreeSet<ServiceKey>,
     /// Services not imported because their namespace does not exist in this member.
     pub skipped: Vec<ServiceKey>,
     /// Services not imported because the namespace policy excludes their namespace.
     pub excluded: Vec<ServiceKey>,
+    /// Services merged by the pass: what it cost (a pass over a few services merges those).
+    pub merged: usize,
+}
+
+impl Report {
+    /// Hub records used in the merge.
+    pub fn trusted_records(&self) -> usize {
+        self.trusted.values().sum()
+    }
+
+    /// Takes in the report of a pass over `scope` (every service when `None`): it replaces
+    /// what was known of those services, so the totals are those of the whole ClusterSet.
+    pub fn absorb(&mut self, scope: Option<&BTreeSet<ServiceKey>>, pass: Report) {
+        let Some(scope) = scope else {
+            *self = pass;
+            return;
+        };
+        self.trusted.retain(|k, _| !scope.contains(k));
+        self.trusted.extend(pass.trusted);
+        self.rejected.retain(|r| !scope.contains(&r.service));
+        self.rejected.extend(pass.rejected);
+        self.conflicting.retain(|k| !scope.contains(k));
+        self.conflicting.extend(pass.conflicting);
+        self.imported.retain(|k| !scope.contains(k));
+        self.imported.extend(pass.imported);
+        self.skipped.retain(|k| !scope.contains(k));
+        self.skipped.extend(pass.skipped);
+        self.excluded.retain(|k| !scope.contains(k));
+        self.excluded.extend(pass.excluded);
+        self.merged = pass.merged;
+    }
 }
 
 /// New `status.properties` for this member's ClusterProfile.
@@ -271,6 +318,15 @@ pub struct ProfileStatus {
     pub properties: Vec<Property>,
 }
 
+/// Names of the records (`r/<name>`) and copies (`s/<name>`) this member publishes, per
+/// service.
+pub type Published = BTreeMap<ServiceKey, Vec<String>>;
+
+/// The digest a member claims for everything it publishes.
+pub fn claim_digest(published: &Published) -> String {
+    crate::liveness::digest(published.values().flatten().map(String::as_str))
+}
+
 /// Every write of one pass.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
@@ -278,6 +334,8 @@ pub struct Plan {
     /// Digest of the names of the records and copies this member publishes (its desired
     /// state), for the claim on its heartbeat Lease.
     pub claim_digest: String,
+    /// Those names, per service (a pass over some services knows only theirs).
+    pub published: Published,
     pub profile: Option<ProfileStatus>,
     pub member: MemberWrites,
     pub export_statuses: Vec<ExportStatus>,
@@ -315,14 +373,20 @@ pub fn plan(member: &Member, observed: &Observed, feedback: &Feedback, now: &Tim
         .unwrap_or_default();
     let mut report = Report::default();
     let merged = merge_trusted(observed, &policy, &mut report);
-    report.conflicts = merged.values().filter(|m| m.conflicts.any()).count();
+    report.conflicting = merged
+        .iter()
+        .filter(|(_, m)| m.conflicts.any())
+        .map(|(k, _)| k.clone())
+        .collect();
+    report.merged = merged.len();
     let cluster = member.id.as_str();
-    let (hub, export_statuses, claim_digest) =
+    let (hub, export_statuses, published) =
         export_side::plan(cluster, observed, &policy, feedback, &merged, now);
     let member_writes = import_side::plan(observed, feedback, &merged, now, &mut report);
     Plan {
         hub,
-        claim_digest,
+        claim_digest: claim_digest(&published),
+        published,
         profile: profile_status(member, observed, now),
         member: member_writes,
         export_statuses,
@@ -377,6 +441,7 @@ fn merge_trusted(
             let meta = &record.metadata;
             report.rejected.push(Rejected {
                 record: ObjectKey::of(meta),
+                service: scope::of_record(record),
                 version: format!(
                     "{}@{}",
                     meta.uid.as_deref().unwrap_or_default(),
@@ -391,7 +456,7 @@ fn merge_trusted(
         if record_problem(record).is_some() {
             continue;
         }
-        report.trusted_records += 1;
+        *report.trusted.entry(scope::of_record(record)).or_default() += 1;
         if crate::namespaces::excluded(policy, &record.spec.namespace).is_some() {
             let key = (record.spec.namespace.clone(), record.spec.name.clone());
             if !report.excluded.contains(&key) {

@@ -408,7 +408,7 @@ fn an_export_is_published_then_imported_in_its_own_cluster() {
     // Steady state: nothing to write.
     let steady = world.plan();
     assert_eq!(steady.writes(), 0, "{steady:#?}");
-    assert_eq!(steady.report.imports, 1);
+    assert_eq!(steady.report.imported.len(), 1);
 }
 
 #[test]
@@ -503,7 +503,7 @@ fn a_service_whose_namespace_is_missing_is_skipped_and_nothing_is_created() {
         plan.report.skipped,
         [("elsewhere".to_owned(), "hello".to_owned())]
     );
-    assert_eq!(plan.report.imports, 0);
+    assert_eq!(plan.report.imported.len(), 0);
 }
 
 #[test]
@@ -518,11 +518,12 @@ fn a_spoofed_record_is_rejected_and_imports_nothing() {
     upsert(&mut world.observed.records, record, |r| &r.metadata);
     let plan = world.plan();
     assert_eq!(plan.writes(), 0);
-    assert_eq!(plan.report.trusted_records, 0);
+    assert_eq!(plan.report.trusted_records(), 0);
     assert_eq!(
         plan.report.rejected,
         [Rejected {
             record: ObjectKey::new("atoll-c1", "demo.hello"),
+            service: (NS.into(), "hello".into()),
             version: "u1@7".into(),
             problem: "claims cluster c9 but is stored in another member's namespace".into(),
         }]
@@ -931,3 +932,5 @@ fn a_forged_record_left_out_of_the_liveness_view_is_still_reported() {
     );
     assert_eq!(plan.writes(), 0);
 }
+
+mod scoped;

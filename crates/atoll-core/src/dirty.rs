@@ -1,0 +1,259 @@
+//! Which services need a pass, from watch events.
+//!
+//! Every watch event names the object it is about; [`Concerned`] remembers which services each
+//! object concerned when last seen, so an update that moves an object from one service to
+//! another (a relabelled EndpointSlice) marks both, and a deletion marks what the object was
+//! about. The marks go into a [`DirtyQueue`]: services in the order they first became dirty,
+//! each once, taken a bounded batch at a time so a burst over many services cannot hold back
+//! the next pass over one service for long.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::plan::{ObjectKey, ServiceKey};
+
+/// Services waiting for a pass.
+#[derive(Clone, Debug, Default)]
+pub struct DirtyQueue {
+    order: VecDeque<ServiceKey>,
+    queued: BTreeSet<ServiceKey>,
+    namespaces: BTreeSet<String>,
+    everything: bool,
+}
+
+/// What one pass is to cover.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Batch {
+    /// Every service (start-up, a relist, a change that concerns every service).
+    Everything,
+    /// These services, and every service of these namespaces.
+    Some {
+        services: BTreeSet<ServiceKey>,
+        namespaces: BTreeSet<String>,
+    },
+}
+
+impl DirtyQueue {
+    /// `key` needs a pass; a service already waiting keeps its place.
+    pub fn mark(&mut self, key: ServiceKey) {
+        if !self.everything && self.queued.insert(key.clone()) {
+            self.order.push_back(key);
+        }
+    }
+
+    /// Every service of `namespace` needs a pass (it appeared, went, or changed).
+    pub fn mark_namespace(&mut self, namespace: &str) {
+        if !self.everything {
+            self.namespaces.insert(namespace.to_owned());
+        }
+    }
+
+    /// Every service needs a pass.
+    pub fn mark_everything(&mut self) {
+        self.everything = true;
+        self.order.clear();
+        self.queued.clear();
+        self.namespaces.clear();
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        !self.everything && self.order.is_empty() && self.namespaces.is_empty()
+    }
+
+    /// Services waiting (`None`: everything).
+    pub fn len(&self) -> Option<usize> {
+        (!self.everything).then_some(self.order.len())
+    }
+
+    /// The next pass's batch: everything when that is due, otherwise the namespaces and at most
+    /// `limit` services, longest waiting first. `None` when nothing waits.
+    pub fn take(&mut self, limit: usize) -> Option<Batch> {
+        if self.everything {
+            self.everything = false;
+            return Some(Batch::Everything);
+        }
+        if self.is_empty() {
+            return None;
+        }
+        let count = self.order.len().min(limit.max(1));
+        let services: BTreeSet<ServiceKey> = self.order.drain(..count).collect();
+        for key in &services {
+            self.queued.remove(key);
+        }
+        Some(Batch::Some {
+            services,
+            namespaces: std::mem::take(&mut self.namespaces),
+        })
+    }
+}
+
+/// The services each object of one watch concerned when last seen.
+#[derive(Clone, Debug, Default)]
+pub struct Concerned {
+    last: BTreeMap<ObjectKey, Vec<ServiceKey>>,
+    /// While a relist is under way: what it has listed so far.
+    relisting: Option<BTreeMap<ObjectKey, Vec<ServiceKey>>>,
+}
+
+impl Concerned {
+    /// The object `key` now concerns `services`: returns every service it concerned before or
+    /// concerns now.
+    pub fn applied(&mut self, key: ObjectKey, services: Vec<ServiceKey>) -> Vec<ServiceKey> {
+        let mut touched = self.last.get(&key).cloned().unwrap_or_default();
+        for s in &services {
+            if !touched.contains(s) {
+                touched.push(s.clone());
+            }
+        }
+        self.last.insert(key, services);
+        touched
+    }
+
+    /// The object `key` is gone: returns the services it concerned.
+    pub fn deleted(&mut self, key: &ObjectKey) -> Vec<ServiceKey> {
+        self.last.remove(key).unwrap_or_default()
+    }
+
+    /// A relist begins: what it lists replaces everything once it is done.
+    pub fn relist_started(&mut self) {
+        self.relisting = Some(BTreeMap::new());
+    }
+
+    /// One object of the relist.
+    pub fn relisted(&mut self, key: ObjectKey, services: Vec<ServiceKey>) {
+        self.relisting
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key, services);
+    }
+
+    /// The relist is complete: returns every service concerned before or after it (objects
+    /// that went while the watch was down give no deletion event).
+    pub fn relist_done(&mut self) -> BTreeSet<ServiceKey> {
+        let listed = self.relisting.take().unwrap_or_default();
+        let old = std::mem::replace(&mut self.last, listed);
+        old.into_values()
+            .chain(self.last.values().cloned())
+            .flatten()
+            .collect()
+    }
+
+    /// Objects known.
+    pub fn len(&self) -> usize {
+        self.last.len()
+    }
+
+    /// Whether no object is known.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ServiceKey {
+        ("demo".to_owned(), name.to_owned())
+    }
+
+    #[test]
+    fn services_come_out_once_in_the_order_they_became_dirty_a_batch_at_a_time() {
+        let mut queue = DirtyQueue::default();
+        for name in ["b", "a", "b", "c", "a", "d"] {
+            queue.mark(key(name));
+        }
+        assert_eq!(queue.len(), Some(4));
+        let Some(Batch::Some { services, .. }) = queue.take(3) else {
+            panic!("expected a batch of services");
+        };
+        assert_eq!(services, BTreeSet::from([key("a"), key("b"), key("c")]));
+        // "b" was taken: marking it again queues it behind "d".
+        queue.mark(key("b"));
+        assert_eq!(
+            queue.take(1),
+            Some(Batch::Some {
+                services: BTreeSet::from([key("d")]),
+                namespaces: BTreeSet::new()
+            })
+        );
+        assert_eq!(
+            queue.take(10),
+            Some(Batch::Some {
+                services: BTreeSet::from([key("b")]),
+                namespaces: BTreeSet::new()
+            })
+        );
+        assert_eq!(queue.take(10), None);
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn a_new_service_waits_at_most_for_the_batches_ahead_of_it() {
+        let mut queue = DirtyQueue::default();
+        for i in 0..1000 {
+            queue.mark(key(&format!("burst-{i}")));
+        }
+        queue.mark(key("single"));
+        let mut passes = 0;
+        loop {
+            passes += 1;
+            let Some(Batch::Some { services, .. }) = queue.take(256) else {
+                panic!("the single service never came");
+            };
+            if services.contains(&key("single")) {
+                break;
+            }
+        }
+        assert_eq!(passes, 4, "1001 services in batches of 256");
+    }
+
+    #[test]
+    fn everything_replaces_what_waits_and_namespaces_go_with_the_next_batch() {
+        let mut queue = DirtyQueue::default();
+        queue.mark(key("a"));
+        queue.mark_namespace("other");
+        queue.mark_everything();
+        queue.mark(key("b"));
+        assert_eq!(queue.len(), None);
+        assert_eq!(queue.take(10), Some(Batch::Everything));
+        assert!(queue.is_empty());
+        queue.mark_namespace("other");
+        assert_eq!(
+            queue.take(10),
+            Some(Batch::Some {
+                services: BTreeSet::new(),
+                namespaces: BTreeSet::from(["other".to_owned()])
+            })
+        );
+    }
+
+    #[test]
+    fn an_object_that_moves_or_goes_marks_what_it_concerned() {
+        let mut concerned = Concerned::default();
+        let slice = ObjectKey::new("demo", "slice-1");
+        assert_eq!(concerned.applied(slice.clone(), vec![key("a")]), [key("a")]);
+        assert_eq!(
+            concerned.applied(slice.clone(), vec![key("b")]),
+            [key("a"), key("b")],
+            "relabelled from a to b"
+        );
+        assert_eq!(concerned.deleted(&slice), [key("b")]);
+        assert!(concerned.deleted(&slice).is_empty());
+    }
+
+    #[test]
+    fn a_relist_marks_what_went_while_the_watch_was_down() {
+        let mut concerned = Concerned::default();
+        concerned.applied(ObjectKey::new("demo", "gone"), vec![key("a")]);
+        concerned.applied(ObjectKey::new("demo", "kept"), vec![key("b")]);
+        concerned.relist_started();
+        concerned.relisted(ObjectKey::new("demo", "kept"), vec![key("b")]);
+        concerned.relisted(ObjectKey::new("demo", "new"), vec![key("c")]);
+        assert_eq!(
+            concerned.relist_done(),
+            BTreeSet::from([key("a"), key("b"), key("c")])
+        );
+        assert_eq!(concerned.len(), 2);
+        assert_eq!(concerned.deleted(&ObjectKey::new("demo", "gone")), []);
+    }
+}

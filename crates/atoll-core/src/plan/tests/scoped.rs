@@ -1,0 +1,230 @@
+//! A pass over some services plans exactly what a full pass plans for them, and merges only
+//! them: the ground the agent's incremental passes stand on.
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use super::*;
+
+/// Every write of a plan, one line each, sorted (a multiset to compare plans by).
+fn write_lines(plan: &Plan) -> Vec<String> {
+    let h = &plan.hub;
+    let m = &plan.member;
+    let mut lines: Vec<String> = Vec::new();
+    let mut add = |kind: &str, items: Vec<String>| {
+        lines.extend(items.into_iter().map(|i| format!("{kind} {i}")));
+    };
+    add(
+        "record",
+        h.apply_records.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "-record",
+        h.delete_records.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "copy",
+        h.apply_slices.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "-copy",
+        h.delete_slices.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "derived",
+        m.apply_derived.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "import",
+        m.apply_imports.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "status",
+        m.import_statuses.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "slice",
+        m.apply_slices.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "-import",
+        m.delete_imports.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "withdrawn",
+        m.withdrawn_imports
+            .iter()
+            .map(|o| format!("{o:?}"))
+            .collect(),
+    );
+    add(
+        "-derived",
+        m.delete_derived.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "-slice",
+        m.delete_slices.iter().map(|o| format!("{o:?}")).collect(),
+    );
+    add(
+        "export",
+        plan.export_statuses
+            .iter()
+            .map(|o| format!("{o:?}"))
+            .collect(),
+    );
+    lines.sort();
+    lines
+}
+
+fn scoped_plan(world: &World, keys: &BTreeSet<ServiceKey>) -> Plan {
+    plan(
+        &world.member,
+        &world.observed.restrict(keys),
+        &world.feedback,
+        &at(world.clock),
+    )
+}
+
+fn key(i: usize) -> ServiceKey {
+    (NS.to_owned(), format!("svc-{i}"))
+}
+
+/// What one service is in a random world.
+#[derive(Clone, Debug)]
+struct Shape {
+    local: bool,
+    /// Remote clusters exporting it, and whether they publish endpoints too.
+    remote: Vec<(usize, bool)>,
+    port: i32,
+    /// Passes applied before the world is judged (0: nothing written yet).
+    unexport_after: Option<usize>,
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    (
+        any::<bool>(),
+        prop::collection::vec((1usize..4, any::<bool>()), 0..3),
+        prop::sample::select(vec![42, 43]),
+        prop::option::of(0usize..3),
+    )
+        .prop_map(|(local, remote, port, unexport_after)| Shape {
+            local,
+            remote,
+            port,
+            unexport_after,
+        })
+}
+
+/// Builds the world, lets it run `passes` full passes, then unexports what should be.
+fn world_of(shapes: &[Shape], passes: usize) -> World {
+    let mut world = World::new("c2");
+    for (i, s) in shapes.iter().enumerate() {
+        let name = format!("svc-{i}");
+        if s.local {
+            world.export_local(&name, &[&format!("10.2.{i}.1")]);
+        }
+        let svc = service(&name, &[("tcp", "TCP", s.port)], &["IPv4"]);
+        for (index, endpoints) in &s.remote {
+            let cluster = format!("c{}", index + 2);
+            let created = i64::try_from(*index).unwrap_or_default();
+            let record = remote_record(&cluster, &name, created, &svc);
+            upsert(&mut world.observed.records, record, |r| &r.metadata);
+            if *endpoints {
+                let local = local_slice(&name, &["10.9.0.1"], TCP42);
+                let copy = crate::export::hub_slice(&cluster, NS, &name, &local);
+                upsert(&mut world.observed.hub_slices, copy, |c| &c.metadata);
+            }
+        }
+    }
+    for pass in 0..passes {
+        for (i, s) in shapes.iter().enumerate() {
+            if s.unexport_after == Some(pass) {
+                let k = ObjectKey::new(NS, &format!("svc-{i}"));
+                remove(&mut world.observed.exports, &k, |e| &e.metadata);
+                world
+                    .observed
+                    .records
+                    .retain(|r| r.spec.name != k.name || r.spec.cluster == "c2");
+            }
+        }
+        world.step();
+    }
+    world
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// On any world (mid-convergence, with conflicts, unexports and remote endpoints), the
+    /// passes over each service alone write, between them, exactly what one full pass writes,
+    /// claim the same digest and report the same totals.
+    #[test]
+    fn passes_over_each_service_add_up_to_the_full_pass(
+        shapes in prop::collection::vec(shape(), 1..5),
+        passes in 0usize..4,
+    ) {
+        let world = world_of(&shapes, passes);
+        let full = world.plan();
+        let mut lines = Vec::new();
+        let mut published = Published::new();
+        let mut report = Report::default();
+        for k in world.observed.service_keys() {
+            let scope = BTreeSet::from([k]);
+            let part = scoped_plan(&world, &scope);
+            prop_assert!(part.report.merged <= 1, "a pass over one service merged {}", part.report.merged);
+            lines.extend(write_lines(&part));
+            published.extend(part.published.clone());
+            report.absorb(Some(&scope), part.report);
+        }
+        lines.sort();
+        prop_assert_eq!(lines, write_lines(&full));
+        prop_assert_eq!(claim_digest(&published), full.claim_digest.clone());
+        prop_assert_eq!(&report.trusted, &full.report.trusted);
+        prop_assert_eq!(&report.conflicting, &full.report.conflicting);
+        prop_assert_eq!(&report.imported, &full.report.imported);
+        let sorted = |v: &[ServiceKey]| v.iter().cloned().collect::<BTreeSet<_>>();
+        prop_assert_eq!(sorted(&report.skipped), sorted(&full.report.skipped));
+    }
+}
+
+#[test]
+fn a_pass_over_one_service_merges_that_service_only() {
+    let shapes: Vec<Shape> = (0..50)
+        .map(|_| Shape {
+            local: false,
+            remote: vec![(1, true), (2, true)],
+            port: 42,
+            unexport_after: None,
+        })
+        .collect();
+    let world = world_of(&shapes, 3);
+    assert_eq!(world.plan().report.merged, 50);
+    let one = scoped_plan(&world, &BTreeSet::from([key(7)]));
+    assert_eq!(one.report.merged, 1);
+    assert_eq!(one.writes(), 0, "a converged world writes nothing");
+}
+
+#[test]
+fn an_endpoint_change_in_one_service_is_planned_by_a_pass_over_it_alone() {
+    let shapes: Vec<Shape> = (0..20)
+        .map(|_| Shape {
+            local: false,
+            remote: vec![(1, true)],
+            port: 42,
+            unexport_after: None,
+        })
+        .collect();
+    let mut world = world_of(&shapes, 3);
+    assert_eq!(world.plan().writes(), 0);
+    let local = local_slice("svc-4", &["10.9.0.1", "10.9.0.2"], TCP42);
+    let copy = crate::export::hub_slice("c3", NS, "svc-4", &local);
+    upsert(&mut world.observed.hub_slices, copy, |c| &c.metadata);
+
+    let scoped = scoped_plan(&world, &BTreeSet::from([key(4)]));
+    assert_eq!(scoped.member.apply_slices.len(), 1);
+    assert_eq!(scoped.writes(), 1);
+    assert_eq!(write_lines(&scoped), write_lines(&world.plan()));
+    // A pass over another service sees nothing to do.
+    assert_eq!(scoped_plan(&world, &BTreeSet::from([key(5)])).writes(), 0);
+}
