@@ -7,6 +7,7 @@
 //! listed once; if a watch ends before that, the agent stops with an error.
 
 mod config;
+pub mod dirty;
 pub mod events;
 pub mod heartbeat;
 pub mod identity;
@@ -29,12 +30,9 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), Error> {
     let trigger = Arc::new(Notify::new());
-    let stores = stores::Stores::start(
-        &config.member,
-        &config.hub,
-        config.profile.as_ref(),
-        trigger.clone(),
-    );
+    let dirty = Arc::new(dirty::Dirty::new(trigger.clone()));
+    let stores =
+        stores::Stores::start(&config.member, &config.hub, config.profile.as_ref(), &dirty);
     let (digests, receiver) = tokio::sync::watch::channel(None);
     // Without an election this process leads from the start.
     let (leading_tx, leading) = tokio::sync::watch::channel(config.leader.is_none());
@@ -67,7 +65,7 @@ pub async fn run(
         telemetry.metrics.clone(),
     );
     let result = tokio::select! {
-        result = reconcile::run_loop(&config, &stores, &trigger, &telemetry, &digests, leading) => result,
+        result = reconcile::run_loop(&config, &stores, &dirty, &trigger, &telemetry, &digests, leading) => result,
         () = heartbeat => Ok(()),
         () = election => Ok(()),
         error = identity::id_changed(config.member.clone(), config.cluster_id.clone()) => Err(error.into()),

@@ -64,6 +64,13 @@ pub struct Metrics {
     pub restorations: Counter,
     /// Duration of reconcile passes.
     pub reconcile_seconds: Histogram,
+    /// Services each pass planned (every service in a full pass).
+    pub pass_services: Histogram,
+    /// Services waiting for a pass.
+    pub dirty_services: Gauge,
+    /// Full passes (start-up, relists, the periodic safety net) and the last one's duration.
+    pub full_passes: Counter,
+    pub full_pass_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// From a ServiceExport's creation to this member first holding the ServiceImport
     /// (creation timestamps have 1 s resolution, so this is coarse).
     pub export_to_import_seconds: Histogram,
@@ -90,6 +97,10 @@ impl Default for Metrics {
             withdrawals: Counter::default(),
             restorations: Counter::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            pass_services: Histogram::new(exponential_buckets(1.0, 4.0, 9)),
+            dirty_services: Gauge::default(),
+            full_passes: Counter::default(),
+            full_pass_seconds: Gauge::default(),
             export_to_import_seconds: Histogram::new(exponential_buckets(0.05, 2.0, 12)),
         }
     }
@@ -183,6 +194,26 @@ impl Metrics {
             "reconcile_seconds",
             "Duration of reconcile passes",
             self.reconcile_seconds.clone(),
+        );
+        r.register(
+            "pass_services",
+            "Services planned by each reconcile pass",
+            self.pass_services.clone(),
+        );
+        r.register(
+            "dirty_services",
+            "Services waiting for a reconcile pass",
+            self.dirty_services.clone(),
+        );
+        r.register(
+            "full_passes",
+            "Reconcile passes over every service (start-up, relists, the periodic safety net)",
+            self.full_passes.clone(),
+        );
+        r.register(
+            "full_pass_seconds",
+            "Duration of the last full reconcile pass",
+            self.full_pass_seconds.clone(),
         );
         r.register(
             "export_to_import_seconds",

@@ -1,13 +1,14 @@
 //! The reconcile loop: once every watch has listed, after each batch of watch events
-//! (debounced) and, while the last pass had failed writes, every few seconds, one pass plans
-//! every write from the stores' contents (`atoll_core::plan`, pure) and the writer executes
-//! the plan.
+//! (debounced) and when a failed pass is due again, one pass plans the writes of the services
+//! the events concern from the stores' contents (`atoll_core::plan`, pure, over
+//! `Observed::restrict`) and the writer executes the plan.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use atoll_core::dirty::{Batch, Retries};
 use atoll_core::liveness::{self, Liveness, Tracker};
-use atoll_core::plan::{Feedback, Member, Report, ServiceKey, plan};
+use atoll_core::plan::{Feedback, Member, Plan, Published, Report, ServiceKey, claim_digest, plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Recorder, Reporter};
@@ -15,13 +16,11 @@ use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::Notify;
 
 use crate::config::{AgentConfig, Error, FIRST_PASS, Telemetry};
+use crate::dirty::Dirty;
 use crate::events;
 use crate::metrics::ClusterLabels;
 use crate::stores::Stores;
 use crate::writer::{self, Context, WriteCounter};
-
-/// How long to wait before retrying after a pass with failed writes.
-const RETRY: Duration = Duration::from_secs(5);
 
 /// Problems already logged, so each is logged once while it lasts. Only problems of the last
 /// pass are kept, so the memory is bounded by what the stores hold.
@@ -99,10 +98,44 @@ fn gauge(value: usize) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// Services one pass plans at most: a burst over many services is worked off a batch at a
+/// time, so a change to any other service waits for at most the batches queued before it.
+const BATCH: usize = 256;
+
+/// How often a full pass re-checks every service even if no event said so: a cheap safety net
+/// (its duration is the `full_pass_seconds` metric) against an event that was missed.
+const SAFETY_NET: Duration = Duration::from_secs(300);
+
+/// What the passes so far found, per service: each pass replaces what it planned.
+#[derive(Debug, Default)]
+struct Books {
+    report: Report,
+    published: Published,
+    feedback: Feedback,
+}
+
+impl Books {
+    fn absorb_plan(&mut self, scope: Option<&BTreeSet<ServiceKey>>, planned: &Plan) {
+        self.report.absorb(scope, planned.report.clone());
+        match scope {
+            None => self.published = planned.published.clone(),
+            Some(keys) => {
+                self.published.retain(|k, _| !keys.contains(k));
+                self.published.extend(planned.published.clone());
+            }
+        }
+    }
+}
+
 /// Runs passes until the process ends; fails only if a watch ends before its first list.
+///
+/// The first pass, a relist, a change of the namespace policy, a new leadership and the safety
+/// net plan every service; any other pass plans only the services watch events marked in
+/// `dirty` (and those the liveness view says changed), at most [`BATCH`] of them.
 pub async fn run_loop(
     config: &AgentConfig,
     stores: &Stores,
+    dirty: &Dirty,
     trigger: &Notify,
     telemetry: &Telemetry,
     digests: &tokio::sync::watch::Sender<Option<String>>,
@@ -123,11 +156,12 @@ pub async fn run_loop(
         id: config.cluster_id.clone(),
         profile: config.profile.clone(),
     };
+    let m = &context.metrics;
     let mut reported = Reported::default();
     // Versions of the rejected hub records this replica has recorded an Event for.
     let mut announced: BTreeSet<String> = BTreeSet::new();
-    let mut feedback = Feedback::default();
-    let mut retry = false;
+    let mut books = Books::default();
+    let mut retries = Retries::default();
     let mut tracker = Tracker::new(
         config.cluster_id.as_str(),
         liveness::Settings::new(config.heartbeat, config.member_grace),
@@ -135,28 +169,46 @@ pub async fn run_loop(
     let mut last_liveness = LastLiveness::default();
     // When a grace or staleness runs out even if no watch event comes.
     let mut next_check: Option<Duration> = None;
+    let mut last_full = Instant::now();
+    let mut led = false;
+    let mut first = true;
     loop {
-        let wake = match (retry, next_check) {
-            (true, Some(n)) => Some(n.min(RETRY)),
-            (true, None) => Some(RETRY),
-            (false, n) => n,
-        };
-        // A standby that becomes the leader plans and writes at once.
-        let sleep = async {
-            match wake {
-                Some(after) => tokio::time::sleep(after).await,
-                None => std::future::pending().await,
+        if !first {
+            let now = Instant::now();
+            let wake = [
+                next_check,
+                retries.next(now),
+                Some(SAFETY_NET.saturating_sub(last_full.elapsed())),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let sleep = async {
+                match wake {
+                    Some(after) => tokio::time::sleep(after).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = trigger.notified() => {}
+                () = sleep => {}
+                changed = leading.changed() => if changed.is_err() { return Ok(()) },
             }
-        };
-        tokio::select! {
-            () = trigger.notified() => {}
-            () = sleep => {}
-            changed = leading.changed() => if changed.is_err() { return Ok(()) },
+            tokio::time::sleep(config.debounce).await;
         }
-        tokio::time::sleep(config.debounce).await;
+        first = false;
         let started = Instant::now();
         let before = context.writes.total();
-        let mut errors = 0;
+        // A standby that becomes the leader plans and writes everything at once: what it
+        // planned while standing by was never written.
+        let leads = *leading.borrow_and_update();
+        let (due, everything_due) = retries.take_due(started);
+        dirty.requeue(due);
+        if everything_due || (leads && !led) || last_full.elapsed() >= SAFETY_NET {
+            dirty.requeue_everything();
+        }
+        led = leads;
+
         let mut observed = stores.snapshot();
         let now = Time(Timestamp::now());
         let view = tracker.update(
@@ -167,69 +219,115 @@ pub async fn run_loop(
             &observed.hub_slices,
         );
         next_check = view.next_check;
+        if view.touched_everything {
+            dirty.requeue_everything();
+        } else {
+            dirty.requeue(view.touched);
+        }
         observed.sources = Some(atoll_core::plan::Sources {
             records: view.records,
             copies: view.copies,
         });
         observed.liveness = view.liveness;
         report_liveness(&context, &observed.liveness, &mut last_liveness);
-        let planned = plan(&member, &observed, &feedback, &now);
+
+        let scope: Option<BTreeSet<ServiceKey>> = match dirty.take(BATCH) {
+            None => Some(BTreeSet::new()),
+            Some(Batch::Everything) => None,
+            Some(Batch::Some {
+                mut services,
+                namespaces,
+            }) => {
+                if !namespaces.is_empty() {
+                    services.extend(
+                        observed
+                            .service_keys()
+                            .into_iter()
+                            .filter(|(ns, _)| namespaces.contains(ns)),
+                    );
+                }
+                Some(services)
+            }
+        };
+        let input = match &scope {
+            None => observed,
+            Some(keys) => observed.restrict(keys),
+        };
+        let planned = plan(&member, &input, &books.feedback, &now);
+        books.absorb_plan(scope.as_ref(), &planned);
+        m.pass_services.observe(match &scope {
+            None => input.service_keys().len(),
+            Some(keys) => keys.len(),
+        } as f64);
         // Every replica plans (so a standby is warm and its liveness view current) and logs
         // what it finds; only the leader writes and records Events, so a standby that takes
         // over announces what no leader has announced yet.
-        let leads = *leading.borrow_and_update();
-        reported.log(&planned.report);
+        let report = &books.report;
+        reported.log(report);
         if leads {
-            for rejected in &planned.report.rejected {
+            for rejected in &report.rejected {
                 if !announced.contains(&rejected.version) {
                     events::announce_rejected(&context.recorder, rejected).await;
                 }
             }
-            announced = planned
-                .report
-                .rejected
-                .iter()
-                .map(|r| r.version.clone())
-                .collect();
+            announced = report.rejected.iter().map(|r| r.version.clone()).collect();
         }
-        let m = &context.metrics;
-        m.records.set(gauge(planned.report.trusted_records()));
-        m.records_rejected.set(gauge(planned.report.rejected.len()));
-        m.conflicts.set(gauge(planned.report.conflicting.len()));
-        m.imports.set(gauge(planned.report.imported.len()));
-        m.imports_skipped.set(gauge(planned.report.skipped.len()));
-        m.imports_excluded.set(gauge(planned.report.excluded.len()));
+        m.records.set(gauge(report.trusted_records()));
+        m.records_rejected.set(gauge(report.rejected.len()));
+        m.conflicts.set(gauge(report.conflicting.len()));
+        m.imports.set(gauge(report.imported.len()));
+        m.imports_skipped.set(gauge(report.skipped.len()));
+        m.imports_excluded.set(gauge(report.excluded.len()));
+        if scope.is_none() {
+            last_full = Instant::now();
+        }
         if !leads {
             telemetry.readiness.done(FIRST_PASS);
-            retry = false;
             continue;
         }
         let outcome = writer::execute(&config.hub, &config.member, &planned, &context).await;
-        errors += outcome.errors;
         // The heartbeat claims what this member now publishes.
+        let claim = claim_digest(&books.published);
         digests.send_if_modified(|d| {
-            let changed = d.as_ref() != Some(&planned.claim_digest);
-            *d = Some(planned.claim_digest.clone());
+            let changed = d.as_ref() != Some(&claim);
+            *d = Some(claim.clone());
             changed
         });
         telemetry.readiness.done(FIRST_PASS);
-        m.reconcile_seconds.observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        m.reconcile_seconds.observe(took.as_secs_f64());
+        if scope.is_none() {
+            m.full_passes.inc();
+            m.full_pass_seconds.set(took.as_secs_f64());
+        }
         let writes = context.writes.total() - before;
+        let errors = outcome.errors;
         if writes > 0 || errors > 0 {
             tracing::info!(
                 writes,
                 errors,
-                took_ms = started.elapsed().as_millis() as u64,
+                services = scope.as_ref().map(BTreeSet::len),
+                took_ms = took.as_millis() as u64,
                 "reconciled"
             );
         }
-        // A new kind of failure changes what the next plan says (a condition): plan again at
-        // once rather than after the retry delay.
-        if !outcome.feedback.same_failures(&feedback) {
-            trigger.notify_one();
+        // A new kind of failure changes what the next plan says (a condition): plan those
+        // services again at once rather than after the retry delay.
+        let previous = books.feedback.clone();
+        books.feedback.absorb(scope.as_ref(), outcome.feedback);
+        if !previous.same_failures(&books.feedback) {
+            match &scope {
+                None => dirty.mark_everything(),
+                Some(keys) => dirty.mark(keys.iter().cloned()),
+            }
         }
-        feedback = outcome.feedback;
-        retry = errors > 0;
+        if errors > 0 {
+            retries.failed(scope.as_ref(), Instant::now());
+        } else {
+            retries.succeeded(scope.as_ref());
+        }
+        m.dirty_services
+            .set(dirty.waiting().map_or(-1, gauge));
     }
 }
 

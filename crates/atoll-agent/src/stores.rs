@@ -1,5 +1,5 @@
 //! Watches feeding in-memory stores. Watch streams never call the API themselves; every event
-//! only wakes the reconciler.
+//! only marks the services it concerns and wakes the reconciler.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use atoll_api::hub::{ExportedEndpointSlice, ExportedService, NamespacePolicy};
 use atoll_api::inventory::ClusterProfile;
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use atoll_core::plan::scope;
 use atoll_core::plan::{ObjectKey, Observed};
 use atoll_watch::Readiness;
 use futures::FutureExt;
@@ -20,7 +21,8 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
-use tokio::sync::Notify;
+
+use crate::dirty::{self, Dirty};
 
 /// Everything the reconciler reads.
 #[derive(Clone)]
@@ -59,12 +61,13 @@ impl Debug for Stores {
 
 impl Stores {
     /// Starts every watch on the `member` cluster and the `hub` (including this member's
-    /// ClusterProfile `profile`, when it has one); each event notifies `trigger`.
+    /// ClusterProfile `profile`, when it has one); each event marks in `dirty` the services it
+    /// concerns.
     pub fn start(
         member: &Client,
         hub: &Client,
         profile: Option<&ObjectKey>,
-        trigger: Arc<Notify>,
+        dirty: &Arc<Dirty>,
     ) -> Self {
         // MCS slices we wrote.
         let ours = format!(
@@ -80,44 +83,77 @@ impl Stores {
             labels::ATOLL_ENDPOINTSLICE_MANAGER,
         );
         let (m, h) = (member, hub);
+        let all = watcher::Config::default;
+        let d = || dirty.clone();
         Self {
-            exports: watch(m, WATCH_EXPORTS, watcher::Config::default(), &trigger),
-            services: watch(m, WATCH_SERVICES, watcher::Config::default(), &trigger),
+            exports: watch(
+                m,
+                WATCH_EXPORTS,
+                all(),
+                dirty::by_service(d(), |e: &ServiceExport| named(&e.metadata)),
+            ),
+            services: watch(
+                m,
+                WATCH_SERVICES,
+                all(),
+                dirty::by_service(d(), |s: &Service| {
+                    scope::of_service(s).into_iter().collect()
+                }),
+            ),
             service_slices: watch(
                 m,
                 WATCH_SERVICE_SLICES,
-                watcher::Config::default().labels(&not_ours),
-                &trigger,
+                all().labels(&not_ours),
+                dirty::by_service(d(), |s: &EndpointSlice| {
+                    scope::of_service_slice(s).into_iter().collect()
+                }),
             ),
             mcs_slices: watch(
                 m,
                 WATCH_MCS_SLICES,
-                watcher::Config::default().labels(&ours),
-                &trigger,
+                all().labels(&ours),
+                dirty::by_service(d(), |s: &EndpointSlice| {
+                    scope::of_mcs_slice(s).into_iter().collect()
+                }),
             ),
-            namespaces: watch(m, WATCH_NAMESPACES, watcher::Config::default(), &trigger),
-            imports: watch(m, WATCH_IMPORTS, watcher::Config::default(), &trigger),
-            records: watch(h, WATCH_RECORDS, watcher::Config::default(), &trigger),
-            hub_slices: watch(h, WATCH_HUB_SLICES, watcher::Config::default(), &trigger),
+            namespaces: watch(m, WATCH_NAMESPACES, all(), dirty::by_namespace(d())),
+            imports: watch(
+                m,
+                WATCH_IMPORTS,
+                all(),
+                dirty::by_service(d(), |i: &ServiceImport| named(&i.metadata)),
+            ),
+            records: watch(
+                h,
+                WATCH_RECORDS,
+                all(),
+                dirty::by_service(d(), |r: &ExportedService| vec![scope::of_record(r)]),
+            ),
+            hub_slices: watch(
+                h,
+                WATCH_HUB_SLICES,
+                all(),
+                dirty::by_service(d(), |c: &ExportedEndpointSlice| vec![scope::of_copy(c)]),
+            ),
             // Only the heartbeats: member credentials may read no other Lease on the hub.
             leases: watch(
                 h,
                 WATCH_LEASES,
-                watcher::Config::default().fields(&format!(
+                all().fields(&format!(
                     "metadata.name={}",
                     atoll_core::liveness::LEASE_NAME
                 )),
-                &trigger,
+                dirty::wake_only(d()),
             ),
-            policies: watch(h, WATCH_POLICIES, watcher::Config::default(), &trigger),
-            properties: watch(m, WATCH_PROPERTIES, watcher::Config::default(), &trigger),
+            policies: watch(h, WATCH_POLICIES, all(), dirty::everything(d())),
+            properties: watch(m, WATCH_PROPERTIES, all(), dirty::wake_only(d())),
             profile: profile.map(|key| {
-                atoll_watch::reflect(
+                atoll_watch::reflect_with(
                     Api::namespaced(h.clone(), &key.namespace),
-                    watcher::Config::default().fields(&format!("metadata.name={}", key.name)),
-                    trigger.clone(),
+                    all().fields(&format!("metadata.name={}", key.name)),
                     WATCH_PROFILE,
                     atoll_watch::keep_all,
+                    dirty::wake_only(d()),
                 )
             }),
         }
@@ -222,21 +258,26 @@ const WATCH_POLICIES: &str = "hub NamespacePolicies";
 const WATCH_LEASES: &str = "hub heartbeat Leases";
 const WATCH_PROPERTIES: &str = "member ClusterProperties";
 const WATCH_PROFILE: &str = "hub ClusterProfile";
-/// A store of `K` in all namespaces of `client`'s cluster.
+/// A store of `K` in all namespaces of `client`'s cluster; every event goes to `on_event`.
 fn watch<K>(
     client: &Client,
     what: &'static str,
     config: watcher::Config,
-    trigger: &Arc<Notify>,
+    on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
 ) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    atoll_watch::reflect(
+    atoll_watch::reflect_with(
         Api::all(client.clone()),
         config,
-        trigger.clone(),
         what,
         atoll_watch::keep_all,
+        on_event,
     )
+}
+
+/// The service an object named after it concerns.
+fn named(meta: &kube::api::ObjectMeta) -> Vec<atoll_core::plan::ServiceKey> {
+    scope::named(meta).into_iter().collect()
 }

@@ -8,6 +8,7 @@
 //! the next pass over one service for long.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
 
 use crate::plan::{ObjectKey, ServiceKey};
 
@@ -148,6 +149,92 @@ impl Concerned {
     }
 }
 
+/// When the services of failed passes are tried again: each service on its own schedule,
+/// doubling from [`Retries::FIRST`] to [`Retries::LAST`] while its passes keep failing, so one
+/// service the API keeps refusing is not retried in a tight loop and does not slow the rest.
+#[derive(Clone, Debug, Default)]
+pub struct Retries {
+    attempts: BTreeMap<ServiceKey, u32>,
+    due: BTreeMap<ServiceKey, Instant>,
+    /// A failed full pass: attempts and when it is due again.
+    everything: Option<(u32, Instant)>,
+}
+
+impl Retries {
+    pub const FIRST: Duration = Duration::from_millis(500);
+    pub const LAST: Duration = Duration::from_secs(30);
+
+    fn delay(attempts: u32) -> Duration {
+        Self::FIRST
+            .saturating_mul(1 << attempts.saturating_sub(1).min(16))
+            .min(Self::LAST)
+    }
+
+    /// A pass over `scope` (every service when `None`) failed some write at `now`.
+    pub fn failed(&mut self, scope: Option<&BTreeSet<ServiceKey>>, now: Instant) {
+        match scope {
+            None => {
+                let attempts = self.everything.map_or(1, |(a, _)| a + 1);
+                self.everything = Some((attempts, now + Self::delay(attempts)));
+            }
+            Some(keys) => {
+                for key in keys {
+                    let attempts = self.attempts.entry(key.clone()).or_default();
+                    *attempts += 1;
+                    self.due.insert(key.clone(), now + Self::delay(*attempts));
+                }
+            }
+        }
+    }
+
+    /// A pass over `scope` wrote everything it planned: its services start afresh.
+    pub fn succeeded(&mut self, scope: Option<&BTreeSet<ServiceKey>>) {
+        match scope {
+            None => {
+                self.everything = None;
+                self.attempts.clear();
+                self.due.clear();
+            }
+            Some(keys) => {
+                for key in keys {
+                    self.attempts.remove(key);
+                    self.due.remove(key);
+                }
+            }
+        }
+    }
+
+    /// What is due at `now` (taken off the schedule; its attempts are remembered until a pass
+    /// succeeds): the services, and whether a full pass is.
+    pub fn take_due(&mut self, now: Instant) -> (Vec<ServiceKey>, bool) {
+        let due: Vec<ServiceKey> = self
+            .due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &due {
+            self.due.remove(key);
+        }
+        let everything = self.everything.is_some_and(|(_, at)| at <= now);
+        if everything && let Some((attempts, _)) = self.everything {
+            // Stays scheduled far away until it succeeds or fails again.
+            self.everything = Some((attempts, now + Self::LAST * 1000));
+        }
+        (due, everything)
+    }
+
+    /// How long until the next retry is due.
+    pub fn next(&self, now: Instant) -> Option<Duration> {
+        self.due
+            .values()
+            .copied()
+            .chain(self.everything.map(|(_, at)| at))
+            .min()
+            .map(|at| at.saturating_duration_since(now))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,5 +342,56 @@ mod tests {
         );
         assert_eq!(concerned.len(), 2);
         assert_eq!(concerned.deleted(&ObjectKey::new("demo", "gone")), []);
+    }
+
+    #[test]
+    fn a_failing_service_backs_off_on_its_own_and_starts_afresh_once_it_succeeds() {
+        let start = Instant::now();
+        let mut retries = Retries::default();
+        let (a, b) = (BTreeSet::from([key("a")]), BTreeSet::from([key("b")]));
+        retries.failed(Some(&a), start);
+        retries.failed(Some(&b), start);
+        assert_eq!(retries.next(start), Some(Retries::FIRST));
+        assert_eq!(
+            retries.take_due(start),
+            (vec![], false),
+            "nothing before its time"
+        );
+        let (due, _) = retries.take_due(start + Retries::FIRST);
+        assert_eq!(due, [key("a"), key("b")]);
+        // a fails again (doubling), b succeeds.
+        let t = start + Retries::FIRST;
+        retries.failed(Some(&a), t);
+        retries.succeeded(Some(&b));
+        assert_eq!(retries.next(t), Some(Retries::FIRST * 2));
+        for _ in 0..20 {
+            retries.failed(Some(&a), t);
+        }
+        assert_eq!(retries.next(t), Some(Retries::LAST), "capped");
+        retries.succeeded(Some(&a));
+        assert_eq!(retries.next(t), None);
+        retries.failed(Some(&a), t);
+        assert_eq!(
+            retries.next(t),
+            Some(Retries::FIRST),
+            "afresh after a success"
+        );
+    }
+
+    #[test]
+    fn a_failed_full_pass_is_retried_whole() {
+        let start = Instant::now();
+        let mut retries = Retries::default();
+        retries.failed(None, start);
+        assert_eq!(retries.take_due(start + Retries::FIRST), (vec![], true));
+        assert_eq!(
+            retries.take_due(start + Retries::FIRST),
+            (vec![], false),
+            "once"
+        );
+        retries.failed(None, start);
+        assert_eq!(retries.next(start), Some(Retries::FIRST * 2));
+        retries.succeeded(None);
+        assert_eq!(retries.next(start), None);
     }
 }

@@ -27,6 +27,22 @@ pub fn reflect<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    reflect_with(api, config, what, trim, move |_| trigger.notify_one())
+}
+
+/// As [`reflect`], but every event goes to `on_event` (called once the store holds it), which
+/// may mark what the event concerns before it wakes a reconciler.
+pub fn reflect_with<K, F>(
+    api: Api<K>,
+    config: watcher::Config,
+    what: &'static str,
+    trim: fn(&mut K),
+    mut on_event: F,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    F: FnMut(&watcher::Event<K>) + Send + 'static,
+{
     let (reader, writer) = reflector::store();
     let stream = watcher(api, config)
         .backoff(CappedBackoff::default())
@@ -38,11 +54,10 @@ where
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
-            if let Err(error) = event {
-                tracing::warn!(watch = what, %error, "watch error; retrying");
-                continue;
+            match event {
+                Err(error) => tracing::warn!(watch = what, %error, "watch error; retrying"),
+                Ok(event) => on_event(&event),
             }
-            trigger.notify_one();
         }
     });
     reader
