@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run
+.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ env-down: ## Stop exactly what env-up started
 
 bench: ## Propagation benchmark (release build): latencies, writes per change, idle writes
 	hack/bench.sh
+
+bench-scale: ## Scale envelope: 10x100, 20x100, 50x200 simulated clusters x services imported by one real member (converge, latencies, RSS, CPU, writes)
+	hack/bench-scale.sh
 
 bench-dns: ## atoll dns vs CoreDNS: QPS, p50/p99, RSS at 10/1000/10000 services, plus a differential check
 	hack/bench-dns.sh

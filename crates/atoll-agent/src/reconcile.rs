@@ -326,8 +326,7 @@ pub async fn run_loop(
         } else {
             retries.succeeded(scope.as_ref());
         }
-        m.dirty_services
-            .set(dirty.waiting().map_or(-1, gauge));
+        m.dirty_services.set(dirty.waiting().map_or(-1, gauge));
     }
 }
 
