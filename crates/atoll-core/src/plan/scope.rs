@@ -8,7 +8,7 @@
 //! `scoped` tests check this on random worlds). Objects that concern no service (an MCS slice
 //! without its service label, say) only a full pass looks at.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
@@ -18,79 +18,129 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{Observed, ServiceKey, Sources};
-use crate::trust::slice_copy_owner;
+
+/// `(namespace, name)` of a service, borrowed from the object that concerns it.
+type KeyRef<'a> = (&'a str, &'a str);
+
+fn owned((namespace, name): KeyRef<'_>) -> ServiceKey {
+    (namespace.to_owned(), name.to_owned())
+}
+
+fn named_ref(meta: &ObjectMeta) -> Option<KeyRef<'_>> {
+    Some((meta.namespace.as_deref()?, meta.name.as_deref()?))
+}
+
+fn labelled_ref<'a>(meta: &'a ObjectMeta, label: &str) -> Option<KeyRef<'a>> {
+    let name = meta.labels.as_ref()?.get(label)?;
+    Some((meta.namespace.as_deref()?, name.as_str()))
+}
+
+fn service_ref(service: &Service) -> Option<KeyRef<'_>> {
+    let meta = &service.metadata;
+    match labelled_ref(meta, labels::SERVICE_NAME) {
+        Some(import) if crate::diff::owned(meta.labels.as_ref()) => Some(import),
+        _ => named_ref(meta),
+    }
+}
+
+fn record_ref(record: &ExportedService) -> KeyRef<'_> {
+    (&record.spec.namespace, &record.spec.name)
+}
+
+fn copy_ref(copy: &ExportedEndpointSlice) -> KeyRef<'_> {
+    (&copy.spec.namespace, &copy.spec.service)
+}
 
 /// The service a namespaced object of that service's name concerns (a ServiceExport, a
 /// ServiceImport).
 pub fn named(meta: &ObjectMeta) -> Option<ServiceKey> {
-    Some((meta.namespace.clone()?, meta.name.clone()?))
+    named_ref(meta).map(owned)
 }
 
 /// The service a Service concerns: for a derived Service (Atoll's, labelled with the import
 /// it carries the VIP of) that import, for any other Service itself.
 pub fn of_service(service: &Service) -> Option<ServiceKey> {
-    let meta = &service.metadata;
-    match labelled(meta, labels::SERVICE_NAME) {
-        Some(import) if crate::diff::owned(meta.labels.as_ref()) => Some(import),
-        _ => named(meta),
-    }
+    service_ref(service).map(owned)
 }
 
 /// The service a local EndpointSlice belongs to.
 pub fn of_service_slice(slice: &EndpointSlice) -> Option<ServiceKey> {
-    labelled(&slice.metadata, labels::KUBERNETES_SERVICE_NAME)
+    labelled_ref(&slice.metadata, labels::KUBERNETES_SERVICE_NAME).map(owned)
 }
 
 /// The imported service an MCS EndpointSlice belongs to.
 pub fn of_mcs_slice(slice: &EndpointSlice) -> Option<ServiceKey> {
-    labelled(&slice.metadata, labels::SERVICE_NAME)
+    labelled_ref(&slice.metadata, labels::SERVICE_NAME).map(owned)
 }
 
 /// The service a hub record describes.
 pub fn of_record(record: &ExportedService) -> ServiceKey {
-    (record.spec.namespace.clone(), record.spec.name.clone())
+    owned(record_ref(record))
 }
 
-/// The service a hub slice copy belongs to: the one it says (even when it is stored in the
-/// wrong namespace, so a full pass and a pass over that service judge it alike).
+/// The service a hub slice copy says it belongs to (even when it is stored in the wrong
+/// namespace, so a full pass and a pass over that service judge it alike).
 pub fn of_copy(copy: &ExportedEndpointSlice) -> ServiceKey {
-    slice_copy_owner(copy).map_or_else(
-        || (copy.spec.namespace.clone(), copy.spec.service.clone()),
-        |(namespace, service, _)| (namespace, service),
-    )
+    owned(copy_ref(copy))
 }
 
-fn labelled(meta: &ObjectMeta, label: &str) -> Option<ServiceKey> {
-    let name = meta.labels.as_ref()?.get(label)?;
-    Some((meta.namespace.clone()?, name.clone()))
+/// A set of services, looked up without allocating (a pass filters every observed object).
+struct Lookup<'a> {
+    by_namespace: HashMap<&'a str, HashSet<&'a str>>,
+}
+
+impl<'a> Lookup<'a> {
+    fn new(keys: &'a BTreeSet<ServiceKey>) -> Self {
+        let mut by_namespace: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for (namespace, name) in keys {
+            by_namespace.entry(namespace).or_default().insert(name);
+        }
+        Self { by_namespace }
+    }
+
+    fn has(&self, key: Option<KeyRef<'_>>) -> bool {
+        key.is_some_and(|(namespace, name)| {
+            self.by_namespace
+                .get(namespace)
+                .is_some_and(|names| names.contains(name))
+        })
+    }
 }
 
 fn keep<K>(
     objects: &[Arc<K>],
-    keys: &BTreeSet<ServiceKey>,
-    concerns: impl Fn(&K) -> bool,
+    lookup: &Lookup<'_>,
+    key: impl Fn(&K) -> Option<KeyRef<'_>>,
 ) -> Vec<Arc<K>> {
-    if keys.is_empty() {
+    if lookup.by_namespace.is_empty() {
         return Vec::new();
     }
-    objects.iter().filter(|o| concerns(o)).cloned().collect()
+    objects
+        .iter()
+        .filter(|o| lookup.has(key(o)))
+        .cloned()
+        .collect()
 }
 
 impl Observed {
     /// What was observed of the services `keys`; what concerns no service (namespaces,
     /// policies, properties, the profile, liveness) is kept whole.
     pub fn restrict(&self, keys: &BTreeSet<ServiceKey>) -> Observed {
-        let has = |key: Option<ServiceKey>| key.is_some_and(|k| keys.contains(&k));
-        let records = |r: &[Arc<ExportedService>]| keep(r, keys, |r| keys.contains(&of_record(r)));
-        let copies =
-            |c: &[Arc<ExportedEndpointSlice>]| keep(c, keys, |c| keys.contains(&of_copy(c)));
+        let lookup = Lookup::new(keys);
+        let l = &lookup;
+        let records = |r: &[Arc<ExportedService>]| keep(r, l, |r| Some(record_ref(r)));
+        let copies = |c: &[Arc<ExportedEndpointSlice>]| keep(c, l, |c| Some(copy_ref(c)));
         Observed {
-            exports: keep(&self.exports, keys, |e| has(named(&e.metadata))),
-            services: keep(&self.services, keys, |s| has(of_service(s))),
-            service_slices: keep(&self.service_slices, keys, |s| has(of_service_slice(s))),
-            mcs_slices: keep(&self.mcs_slices, keys, |s| has(of_mcs_slice(s))),
+            exports: keep(&self.exports, l, |e| named_ref(&e.metadata)),
+            services: keep(&self.services, l, service_ref),
+            service_slices: keep(&self.service_slices, l, |s| {
+                labelled_ref(&s.metadata, labels::KUBERNETES_SERVICE_NAME)
+            }),
+            mcs_slices: keep(&self.mcs_slices, l, |s| {
+                labelled_ref(&s.metadata, labels::SERVICE_NAME)
+            }),
             namespaces: self.namespaces.clone(),
-            imports: keep(&self.imports, keys, |i| has(named(&i.metadata))),
+            imports: keep(&self.imports, l, |i| named_ref(&i.metadata)),
             records: records(&self.records),
             hub_slices: copies(&self.hub_slices),
             policies: self.policies.clone(),
