@@ -543,7 +543,8 @@ async fn run_size(
     let mut latencies = Vec::new();
     for j in 0..new_exports {
         let c = j % clusters;
-        let svc = format!("new-{j}");
+        // Named per size: the watches remember first sightings across sizes.
+        let svc = format!("new-{size}-{j}");
         let t0 = Instant::now();
         publish(hub, &names[c], &svc, &addresses(c, 250)).await?;
         lock(&published)
@@ -628,7 +629,7 @@ fn print_table(rows: &[Row]) -> bool {
             && r.idle_writes == 0.0;
         ok &= pass;
         println!(
-            "| {} | {} | {:.1} s | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.0} ({:.0}) MiB | {:.1} s | {:.1} / {:.1} | {:.0} in {} s | {:.1} s | {:.0} ms | {} |",
+            "| {} | {} | {:.1} s | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.0} ({:.0}) MiB | {:.1} s | {:.1} / {:.1} | {:.0} in {} s | {:.1} s | {} | {} |",
             r.size,
             r.objects,
             r.converge,
@@ -644,7 +645,12 @@ fn print_table(rows: &[Row]) -> bool {
             r.idle_writes,
             r.idle_seconds,
             r.withdraw,
-            r.full_pass * 1e3,
+            // Agents before the incremental passes had no such metric.
+            if r.full_pass > 0.0 {
+                format!("{:.0} ms", r.full_pass * 1e3)
+            } else {
+                "–".to_owned()
+            },
             verdict(pass),
         );
     }
