@@ -33,6 +33,27 @@ fn record(stored_in: &str, claims: &str, ns: &str, name: &str) -> anyhow::Result
     Ok(record)
 }
 
+/// Renews a heartbeat Lease (without a claim) in `namespace` every second until aborted.
+async fn renew_heartbeat(client: kube::Client, namespace: String) {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client, &namespace);
+    loop {
+        let lease = serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": { "name": atoll_core::liveness::LEASE_NAME, "namespace": namespace },
+            "spec": { "renewTime": k8s_openapi::jiff::Timestamp::now().to_string() },
+        });
+        let _ = leases
+            .patch(
+                atoll_core::liveness::LEASE_NAME,
+                &PatchParams::apply("atoll-e2e").force(),
+                &Patch::Apply(&lease),
+            )
+            .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
     let mut namespace = k8s_openapi::api::core::v1::Namespace::default();
     namespace.metadata.name = Some(name.to_owned());
@@ -242,15 +263,21 @@ async fn an_excluded_namespace_is_neither_exported_nor_imported_until_the_policy
         "{}",
         valid.message
     );
-    // A record for that namespace published by hand, as a member c9 without an agent (whose
-    // agent would remove it from its own namespace), is not imported.
-    ensure_namespace(&hub_client, "atoll-c9").await?;
-    let records: Api<ExportedService> = Api::namespaced(hub_client.clone(), "atoll-c9");
+    // A record for that namespace published by hand, as a member without an agent (whose
+    // agent would remove it from its own namespace), is not imported. The member is new in
+    // every run and its heartbeat is renewed meanwhile: a member with no heartbeat is withdrawn
+    // after the grace (12 s here), and so would be one an earlier test left records of.
+    let hand = format!("hand-{}", ns.name.rsplit('-').next().unwrap_or("x"));
+    let hand_ns = hub::namespace_for(&hand);
+    ensure_namespace(&hub_client, &hand_ns).await?;
+    let heartbeat = tokio::spawn(renew_heartbeat(hub_client.clone(), hand_ns.clone()));
+    let _stop_heartbeat = Undo::new(move || heartbeat.abort());
+    let records: Api<ExportedService> = Api::namespaced(hub_client.clone(), &hand_ns);
     records
         .patch(
             &hub::record_name(&ns.name, "byhand"),
             &PatchParams::apply("atoll-e2e"),
-            &Patch::Apply(&record("c9", "c9", &ns.name, "byhand")?),
+            &Patch::Apply(&record(&hand, &hand, &ns.name, "byhand")?),
         )
         .await?;
     for (i, member) in set.members.iter().enumerate() {
@@ -290,6 +317,9 @@ async fn an_excluded_namespace_is_neither_exported_nor_imported_until_the_policy
             &hub::record_name(&ns.name, "byhand"),
             &DeleteParams::default(),
         )
+        .await?;
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(hub_client.clone())
+        .delete(&hand_ns, &DeleteParams::background())
         .await?;
     ns.cleanup().await
 }
