@@ -72,6 +72,11 @@ impl Dirty {
         self.with(|q| q.take(limit))
     }
 
+    /// Whether nothing waits for a pass.
+    pub fn is_empty(&self) -> bool {
+        self.with(|q| q.is_empty())
+    }
+
     /// Services waiting (`None`: everything).
     pub fn waiting(&self) -> Option<usize> {
         self.with(|q| q.len())

@@ -175,7 +175,9 @@ pub async fn run_loop(
     let mut led = false;
     let mut first = true;
     loop {
-        if !first {
+        // What a pass left waiting (more than a batch, or marked while it ran without an
+        // event to wake the loop) is taken at once.
+        if !first && dirty.is_empty() {
             let now = Instant::now();
             let wake = [
                 next_check,
