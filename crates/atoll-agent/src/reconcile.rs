@@ -212,6 +212,9 @@ pub async fn run_loop(
             dirty.requeue_everything();
         }
         led = leads;
+        // The batch is taken before the stores are read: a change that arrives after the read
+        // marks its service again for the next pass, never into this pass's stale view.
+        let batch = dirty.take(BATCH);
 
         let mut observed = stores.snapshot();
         let now = Time(Timestamp::now());
@@ -223,11 +226,6 @@ pub async fn run_loop(
             &observed.hub_slices,
         );
         next_check = view.next_check;
-        if view.touched_everything {
-            dirty.requeue_everything();
-        } else {
-            dirty.requeue(view.touched);
-        }
         observed.sources = Some(atoll_core::plan::Sources {
             records: view.records,
             copies: view.copies,
@@ -235,7 +233,7 @@ pub async fn run_loop(
         observed.liveness = view.liveness;
         report_liveness(&context, &observed.liveness, &mut last_liveness);
 
-        let scope: Option<BTreeSet<ServiceKey>> = match dirty.take(BATCH) {
+        let scope: Option<BTreeSet<ServiceKey>> = match batch {
             None => Some(BTreeSet::new()),
             Some(Batch::Everything) => None,
             Some(Batch::Some {
@@ -252,6 +250,15 @@ pub async fn run_loop(
                 }
                 Some(services)
             }
+        };
+        // The services whose part of this very view the liveness tracker changed.
+        let scope = match scope {
+            Some(_) if view.touched_everything => None,
+            Some(mut keys) => {
+                keys.extend(view.touched);
+                Some(keys)
+            }
+            None => None,
         };
         let input = match &scope {
             None => observed,
