@@ -96,8 +96,13 @@ pub struct DnsMetrics {
     pub snapshot_names: Gauge,
     /// Bytes of pre-encoded records in the current snapshot.
     pub snapshot_bytes: Gauge,
-    /// Snapshot rebuilds.
+    /// Snapshots swapped in (the first one, then one per batch of changes).
     pub rebuilds: Counter,
+    /// Time to make the next snapshot from a batch of changes, seconds: proportional to the
+    /// services the batch changed, not to the zone.
+    pub update_seconds: Histogram,
+    /// Services re-encoded by snapshot updates.
+    pub updated_services: Counter,
     /// UDP packets dropped unanswered for their source address (see
     /// [`crate::udp::answerable_source`]).
     pub udp_dropped_sources: Counter,
@@ -144,6 +149,8 @@ impl Default for DnsMetrics {
             snapshot_names: Gauge::default(),
             snapshot_bytes: Gauge::default(),
             rebuilds: Counter::default(),
+            update_seconds: Histogram::new(exponential_buckets(0.000_01, 2.0, 16)),
+            updated_services: Counter::default(),
             udp_dropped_sources: Counter::default(),
             tcp_connections: Gauge::default(),
             tcp_rejected: Counter::default(),
@@ -223,8 +230,18 @@ impl DnsMetrics {
         );
         r.register(
             "snapshot_rebuilds",
-            "Zone snapshot rebuilds",
+            "Zone snapshots swapped in (the first, then one per batch of changes)",
             self.rebuilds.clone(),
+        );
+        r.register(
+            "snapshot_update_seconds",
+            "Time to make the next zone snapshot from a batch of changed services",
+            self.update_seconds.clone(),
+        );
+        r.register(
+            "snapshot_updated_services",
+            "Services re-encoded by zone snapshot updates",
+            self.updated_services.clone(),
         );
         r.register(
             "udp_dropped_sources",

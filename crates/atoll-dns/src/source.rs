@@ -1,21 +1,22 @@
-//! Keeps the zone in step with the cluster: reflectors on ServiceImports and MCS EndpointSlices;
-//! after each batch of events (debounced) a new snapshot is built and swapped in. The zone stays
-//! SERVFAIL, and the [`Readiness`] not ready, until both watches have listed once: an empty zone
-//! served while the apiserver cannot be listed would answer NXDOMAIN for services that exist,
-//! and resolvers would cache that.
+//! Keeps the zone in step with the cluster: watches of ServiceImports and MCS EndpointSlices
+//! feed a [`Feed`], which keeps the compact [`Catalog`](atoll_core::dns::Catalog) and the
+//! services each event changed; after each batch of events the next snapshot re-encodes only
+//! those services ([`Zone::updated`]) and is swapped in. The zone stays SERVFAIL, and the
+//! [`Readiness`] not ready, until both watches have listed once: an empty zone served while the
+//! apiserver cannot be listed would answer NXDOMAIN for services that exist, and resolvers would
+//! cache that.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use atoll_api::labels;
 use atoll_api::v1beta1::ServiceImport;
-use atoll_core::dns::{Zone, ZoneConfig};
+use atoll_core::dns::{Feed, WatchEvent, Zone, ZoneConfig};
 use atoll_watch::Readiness;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use tokio::sync::Notify;
 
 use crate::SharedZone;
 use crate::metrics::DnsMetrics;
@@ -29,6 +30,32 @@ pub const FIRST_SNAPSHOT: &str = "the first zone snapshot";
 
 /// How often the log repeats which watches have not listed yet.
 const WAITING_LOG_EVERY: Duration = Duration::from_secs(10);
+/// Most events applied before the next snapshot is made: a long burst (a relist of a large
+/// cluster) still publishes what it has every so often.
+const BATCH: usize = 4096;
+
+/// An event of one of the two watches.
+enum Change {
+    Import(watcher::Event<ServiceImport>),
+    Slice(watcher::Event<EndpointSlice>),
+}
+
+fn feed_event<K>(event: &watcher::Event<K>) -> WatchEvent<'_, K> {
+    match event {
+        watcher::Event::Apply(o) => WatchEvent::Applied(o),
+        watcher::Event::Delete(o) => WatchEvent::Deleted(o),
+        watcher::Event::Init => WatchEvent::ListStarted,
+        watcher::Event::InitApply(o) => WatchEvent::Listed(o),
+        watcher::Event::InitDone => WatchEvent::ListDone,
+    }
+}
+
+fn apply(feed: &mut Feed, change: &Change) {
+    match change {
+        Change::Import(event) => feed.import_event(feed_event(event)),
+        Change::Slice(event) => feed.slice_event(feed_event(event)),
+    }
+}
 
 /// Why the zone source stopped.
 #[derive(Debug, thiserror::Error)]
@@ -54,38 +81,29 @@ pub async fn run(
     metrics: DnsMetrics,
     readiness: Readiness,
 ) -> Result<(), SourceError> {
-    let trigger = Arc::new(Notify::new());
-    let imports = atoll_watch::reflect(
+    let imports = atoll_watch::watch(
         Api::<ServiceImport>::all(client.clone()),
         watcher::Config::default(),
-        trigger.clone(),
         SERVICE_IMPORTS,
-        atoll_watch::keep_identity_and_labels,
-    );
-    let slices = atoll_watch::reflect(
+    )
+    .map(Change::Import);
+    let slices = atoll_watch::watch(
         Api::<EndpointSlice>::all(client),
         watcher::Config::default().labels(labels::SERVICE_NAME),
-        trigger.clone(),
         MCS_ENDPOINT_SLICES,
-        atoll_watch::keep_identity_and_labels,
-    );
-    // The first watch to end stops the wait: the other may never list either.
-    let listed = async {
-        tokio::try_join!(
-            first_list(&imports, SERVICE_IMPORTS, &readiness),
-            first_list(&slices, MCS_ENDPOINT_SLICES, &readiness)
-        )
-        .map(|_| ())
-    };
-    let mut listed = std::pin::pin!(listed);
+    )
+    .map(Change::Slice);
+    let mut events = futures::stream::select(imports, slices);
+    let mut feed = Feed::default();
+    let mut current: Option<Arc<Zone>> = None;
     let mut reminder = tokio::time::interval_at(
         tokio::time::Instant::now() + WAITING_LOG_EVERY,
         WAITING_LOG_EVERY,
     );
     loop {
-        tokio::select! {
-            result = &mut listed => break result?,
-            _ = reminder.tick() => {
+        let first = tokio::select! {
+            event = events.next() => event,
+            _ = reminder.tick(), if current.is_none() => {
                 let mut waiting = readiness.waiting();
                 waiting.retain(|w| *w != FIRST_SNAPSHOT);
                 tracing::warn!(
@@ -93,59 +111,89 @@ pub async fn run(
                     "still waiting for the first list of a watch (see its errors above); \
                      answering SERVFAIL until then"
                 );
+                continue;
             }
+        };
+        let Some(first) = first else {
+            let (imports_listed, _) = feed.listed();
+            let watch = if imports_listed {
+                MCS_ENDPOINT_SLICES
+            } else {
+                SERVICE_IMPORTS
+            };
+            return Err(SourceError::WatchEnded { watch });
+        };
+        // Everything already waiting goes into the same snapshot.
+        apply(&mut feed, &first);
+        let mut batched = 1;
+        while batched < BATCH {
+            let Some(Some(change)) = events.next().now_or_never() else {
+                break;
+            };
+            apply(&mut feed, &change);
+            batched += 1;
         }
-    }
-    tracing::info!("ServiceImports and MCS EndpointSlices listed; serving the zone");
-    loop {
+        let (imports_listed, slices_listed) = feed.listed();
+        if imports_listed && readiness.waiting().contains(&SERVICE_IMPORTS) {
+            tracing::info!(watch = SERVICE_IMPORTS, "first list complete");
+            readiness.done(SERVICE_IMPORTS);
+        }
+        if slices_listed && readiness.waiting().contains(&MCS_ENDPOINT_SLICES) {
+            tracing::info!(watch = MCS_ENDPOINT_SLICES, "first list complete");
+            readiness.done(MCS_ENDPOINT_SLICES);
+        }
+        if !(imports_listed && slices_listed) {
+            continue;
+        }
         let started = Instant::now();
-        let import_objects = imports.state();
-        let slice_objects = slices.state();
-        let import_refs: Vec<&ServiceImport> = import_objects.iter().map(Arc::as_ref).collect();
-        let slice_refs: Vec<&EndpointSlice> = slice_objects.iter().map(Arc::as_ref).collect();
-        let snapshot = Zone::build(&config, &import_refs, &slice_refs);
-        metrics
-            .snapshot_names
-            .set(i64::try_from(snapshot.names).unwrap_or(i64::MAX));
-        metrics
-            .snapshot_bytes
-            .set(i64::try_from(snapshot.bytes).unwrap_or(i64::MAX));
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        metrics
-            .snapshot_timestamp
-            .set(i64::try_from(now).unwrap_or(i64::MAX));
-        metrics.rebuilds.inc();
-        zone.store(Arc::new(snapshot));
+        let changed = feed.take_changed();
+        let next = match &current {
+            Some(_) if changed.is_empty() => continue,
+            Some(zone) => zone.updated(feed.catalog(), &changed),
+            None => {
+                tracing::info!("ServiceImports and MCS EndpointSlices listed; serving the zone");
+                Zone::of_catalog(&config, feed.catalog())
+            }
+        };
+        let next = Arc::new(next);
+        let took = started.elapsed();
+        publish(&zone, &metrics, &next, changed.len(), took);
         readiness.done(FIRST_SNAPSHOT);
+        let (imports, slices) = feed.catalog().len();
         tracing::debug!(
-            imports = import_refs.len(),
-            slices = slice_refs.len(),
-            took_us = started.elapsed().as_micros() as u64,
-            "zone rebuilt"
+            imports,
+            slices,
+            changed = changed.len(),
+            took_us = took.as_micros() as u64,
+            "zone updated"
         );
-        trigger.notified().await;
-        // Batch bursts of events into one rebuild.
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        current = Some(next);
     }
 }
 
-/// Waits for `store`'s first complete list and marks `watch` done in `readiness`.
-async fn first_list<K>(
-    store: &Store<K>,
-    watch: &'static str,
-    readiness: &Readiness,
-) -> Result<(), SourceError>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    store
-        .wait_until_ready()
-        .await
-        .map_err(|_| SourceError::WatchEnded { watch })?;
-    tracing::info!(watch, "first list complete");
-    readiness.done(watch);
-    Ok(())
+/// Swaps `next` in and records it in `metrics`.
+fn publish(
+    zone: &SharedZone,
+    metrics: &DnsMetrics,
+    next: &Arc<Zone>,
+    changed: usize,
+    took: Duration,
+) {
+    metrics
+        .snapshot_names
+        .set(i64::try_from(next.names).unwrap_or(i64::MAX));
+    metrics
+        .snapshot_bytes
+        .set(i64::try_from(next.bytes).unwrap_or(i64::MAX));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    metrics
+        .snapshot_timestamp
+        .set(i64::try_from(now).unwrap_or(i64::MAX));
+    metrics.rebuilds.inc();
+    metrics.update_seconds.observe(took.as_secs_f64());
+    metrics.updated_services.inc_by(changed as u64);
+    zone.store(next.clone());
 }

@@ -63,6 +63,26 @@ where
     reader
 }
 
+/// The events of a watch of `api`, for a caller that keeps its own state instead of a store of
+/// objects: errors are logged with `what` and retried with backoff, and never end the stream.
+pub fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    what: &'static str,
+) -> futures::stream::BoxStream<'static, watcher::Event<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    watcher(api, config)
+        .backoff(CappedBackoff::default())
+        .filter_map(move |event| async move {
+            event
+                .inspect_err(|error| tracing::warn!(watch = what, %error, "watch error; retrying"))
+                .ok()
+        })
+        .boxed()
+}
+
 /// Retries a failed watch after 250 ms, doubling up to 4 s (kube's default goes up to 30 s).
 /// After an apiserver comes back, every store is current again within seconds: liveness
 /// judgement waits for the stores to agree (see `atoll_core::liveness`), so a slow watch would

@@ -5,10 +5,13 @@
 //!   query file with a fixed mix: ClusterSetIP A, headless A, SRV, per-endpoint A, NXDOMAIN.
 //! * `diff PORT_A PORT_B FILE`: asks both servers every distinct query of FILE and reports the
 //!   queries whose answers differ (rcode, or the set of answer records).
+//! * `update N NAME=PORT...`: changes the ClusterSetIP of `svc-0` N times, one change at a time,
+//!   and reports per server how long after each write it answered with the new address
+//!   (p50/p99/max): the cost of one change at the zone's size.
 
 use std::collections::BTreeSet;
 use std::net::UdpSocket;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use atoll_api::labels;
@@ -57,7 +60,7 @@ async fn populate(n: usize, file: &str) -> anyhow::Result<()> {
                 "metadata": {"name": name, "namespace": NS},
                 "spec": {
                     "type": if headless { "Headless" } else { "ClusterSetIP" },
-                    "ips": if headless { json!([]) } else { json!([format!("10.101.{}.{}", i / 250, i % 250 + 1)]) },
+                    "ips": if headless { json!([]) } else { json!([format!("10.{}.{}.{}", 101 + i / 62500, (i / 250) % 250, i % 250 + 1)]) },
                     "ipFamilies": ["IPv4"],
                     "ports": [{"name": "http", "protocol": "TCP", "port": 80}]
                 }
@@ -163,6 +166,67 @@ fn diff(a: u16, b: u16, file: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long after `since` the server on `port` first answers `name` A with `address`.
+fn answers_with(port: u16, name: &str, address: &str, since: Instant) -> anyhow::Result<Duration> {
+    let deadline = since + Duration::from_secs(30);
+    let expected = format!("A {address}");
+    while Instant::now() < deadline {
+        let (_, answers) = ask(port, name, RecordType::A)?;
+        if answers.contains(&expected) {
+            return Ok(since.elapsed());
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    bail!("port {port} did not answer {name} with {address} within 30 s")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+async fn update(changes: usize, servers: &[(String, u16)]) -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let imports: Api<atoll_api::v1beta1::ServiceImport> =
+        Api::namespaced(set.members[0].client.clone(), NS);
+    let name = format!("svc-0.{NS}.{ZONE}.");
+    let mut took: Vec<Vec<Duration>> = vec![Vec::new(); servers.len()];
+    for k in 0..changes {
+        let address = format!("10.102.{}.{}", k / 250, k % 250 + 1);
+        let since = Instant::now();
+        imports
+            .patch(
+                "svc-0",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"ips": [address]}})),
+            )
+            .await?;
+        let waits: Vec<std::thread::JoinHandle<anyhow::Result<Duration>>> = servers
+            .iter()
+            .map(|(_, port)| {
+                let (port, name, address) = (*port, name.clone(), address.clone());
+                std::thread::spawn(move || answers_with(port, &name, &address, since))
+            })
+            .collect();
+        for (i, wait) in waits.into_iter().enumerate() {
+            let elapsed = wait
+                .join()
+                .map_err(|_| anyhow::anyhow!("a waiting thread panicked"))??;
+            took[i].push(elapsed);
+        }
+    }
+    for ((server, _), mut took) in servers.iter().zip(took) {
+        took.sort();
+        println!(
+            "update {server}: one change → new answer p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({changes} changes)",
+            percentile(&took, 0.5),
+            percentile(&took, 0.99),
+            percentile(&took, 1.0)
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -176,6 +240,19 @@ async fn main() -> anyhow::Result<()> {
             args.get(3).context("PORT_B")?.parse()?,
             args.get(4).context("FILE")?,
         ),
-        _ => bail!("usage: atoll-bench-dns populate N FILE | diff PORT_A PORT_B FILE"),
+        Some("update") => {
+            let changes = args.get(2).context("N")?.parse()?;
+            let servers = args[3..]
+                .iter()
+                .map(|a| {
+                    let (name, port) = a.split_once('=').context("NAME=PORT")?;
+                    anyhow::Ok((name.to_owned(), port.parse()?))
+                })
+                .collect::<anyhow::Result<Vec<(String, u16)>>>()?;
+            update(changes, &servers).await
+        }
+        _ => bail!(
+            "usage: atoll-bench-dns populate N FILE | diff PORT_A PORT_B FILE | update N NAME=PORT..."
+        ),
     }
 }

@@ -1,7 +1,8 @@
 //! Answering one query from a [`Zone`].
 
+use super::records::RrSet;
 use super::wire::{self, ParseError, Query, parse_query, push_header, push_opt, rcode};
-use super::zone::{MIN_UDP_PAYLOAD, Missing, RrSet, Zone};
+use super::zone::{MIN_UDP_PAYLOAD, Missing, Zone};
 
 /// Extended DNS Error info codes (RFC 8914).
 const EDE_OTHER: u16 = 0;
@@ -130,7 +131,7 @@ fn classify<'z>(
             Some((EDE_NOT_READY, "not yet synced with the cluster")),
         );
     }
-    match zone.nodes.get(name) {
+    match zone.node(name) {
         Some(node) => match node.sets.iter().find(|(t, _)| *t == query.qtype) {
             Some((_, set)) => (rcode::NOERROR, Some(set), false, None),
             None => (rcode::NOERROR, None, true, None),

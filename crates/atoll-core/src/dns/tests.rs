@@ -14,7 +14,7 @@ use proptest::prelude::*;
 
 use super::*;
 
-fn mk_import(
+pub(super) fn mk_import(
     ns: &str,
     name: &str,
     type_: ServiceImportType,
@@ -38,7 +38,7 @@ fn mk_import(
 }
 
 /// An MCS slice: endpoints are (address, hostname, ready).
-fn mk_slice(
+pub(super) fn mk_slice(
     ns: &str,
     svc: &str,
     cluster: &str,

@@ -173,20 +173,6 @@ pub fn encode_name(dotted: &str) -> Option<Vec<u8>> {
     (out.len() <= MAX_NAME).then_some(out)
 }
 
-/// The labels of a wire-format name, first to last (excluding the root).
-pub fn labels(name: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        let len = *name.get(at)? as usize;
-        if len == 0 {
-            return None;
-        }
-        let label = name.get(at + 1..at + 1 + len)?;
-        at += len + 1;
-        Some(label)
-    })
-}
-
 /// Appends one resource record with an explicit (uncompressed) owner name.
 pub fn push_rr(out: &mut Vec<u8>, owner: &[u8], rtype: u16, ttl: u32, rdata: &[u8]) {
     out.extend_from_slice(owner);
