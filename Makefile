@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run
+.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -68,3 +68,12 @@ chart-test: tools build ## Offline checks of the chart (lint, template, files in
 
 chart-dry-run: ## Server-side dry-run of the chart on the running local ClusterSet, CRD no-downgrade rule
 	hack/chart.sh dry-run
+
+lab-up: tools build ## The data-plane lab: the local ClusterSet inside network namespace atoll-lab, which has no route out (isolation checked first)
+	hack/lab.sh up
+
+lab-down: ## Stop the lab (by recorded pids) and delete the namespaces it created
+	hack/lab.sh down
+
+lab-check: ## The lab's isolation checks: no default route, no link out, outside addresses unreachable
+	hack/lab.sh check

@@ -4,15 +4,20 @@
 # "10 1000 10000"; every fifth headless with 10 endpoints). Both servers run pinned to CPU 0
 # (one UDP worker / GOMAXPROCS=1, no cache), dnsperf runs pinned to CPU 1 on loopback for
 # BENCH_DNS_SECONDS (default 10). Prints QPS, p50/p99 latency (at 5000 qps, median of 5 runs)
-# and RSS for both,
-# the ratio, and a differential check of the answers.
+# and RSS (now and peak) for both, the ratio, a differential check of the answers, and the time
+# from a ServiceImport change to the new answer (BENCH_DNS_UPDATES changes, default 20).
+# ATOLL_BEFORE=<atoll binary> measures another build of `atoll dns` in the same run, as a third
+# server ("before").
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_DIR"
 SIZES=${BENCH_DNS_SIZES:-"10 1000 10000"}
 SECONDS_PER_RUN=${BENCH_DNS_SECONDS:-10}
+UPDATES=${BENCH_DNS_UPDATES:-20}
+BEFORE=${ATOLL_BEFORE:-}
 ATOLL_PORT=15390
 COREDNS_PORT=15391
+BEFORE_PORT=15392
 WORK=$ATOLL_ENV_DIR/bench-dns
 mkdir -p "$WORK"
 
@@ -66,8 +71,9 @@ latency() { # port queries -> "p50_ms p99_ms"
 }
 
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
+peak_mib() { awk '/VmHWM/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 
-printf '\n%-7s %-8s %12s %10s %10s %9s\n' N server QPS "p50 ms" "p99 ms" "RSS MiB"
+printf '\n%-7s %-8s %12s %10s %10s %9s %9s\n' N server QPS "p50 ms" "p99 ms" "RSS MiB" "peak MiB"
 ok=1
 for n in $SIZES; do
   "$REPO_DIR/target/release/atoll-bench-dns" populate "$n" "$WORK/queries.txt" >&2
@@ -76,22 +82,27 @@ for n in $SIZES; do
   servers+=($!); atoll_pid=$!
   GOMAXPROCS=1 taskset -c 0 "$COREDNS_BIN/coredns" -conf "$WORK/Corefile" >"$WORK/coredns.log" 2>&1 &
   servers+=($!); coredns_pid=$!
+  names=(atoll coredns); ports=($ATOLL_PORT $COREDNS_PORT); pids=($atoll_pid $coredns_pid)
+  if [ -n "$BEFORE" ]; then
+    NO_COLOR=1 taskset -c 0 "$BEFORE" dns --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context kwok-c1 \
+      --listen "127.0.0.1:$BEFORE_PORT" --udp-workers 1 --max-udp-payload 4096 --admin-address 127.0.0.1:9490 >"$WORK/before.log" 2>&1 &
+    servers+=($!); names+=(before); ports+=($BEFORE_PORT); pids+=($!)
+  fi
   # The last ClusterSetIP service (every fifth is headless): both servers have synced once it answers.
   last=$((n - 1)); [ $((last % 5)) -eq 4 ] && last=$((last - 1))
-  for port in $ATOLL_PORT $COREDNS_PORT; do wait_answer "$port" "svc-$last.bench-dns.svc.clusterset.local"; done
+  for port in "${ports[@]}"; do wait_answer "$port" "svc-$last.bench-dns.svc.clusterset.local"; done
   sleep 2
   results=()
   freeze
-  for server in atoll coredns; do
-    port=$ATOLL_PORT; pid=$atoll_pid
-    [ "$server" = coredns ] && { port=$COREDNS_PORT; pid=$coredns_pid; }
+  for i in "${!names[@]}"; do
+    server=${names[$i]}; port=${ports[$i]}; pid=${pids[$i]}
     q=$(qps "$port" "$WORK/queries.txt")
     # Latency tails on a shared 2-core machine are noisy: take the median of five runs.
     runs=$(for _ in 1 2 3 4 5; do latency "$port" "$WORK/queries.txt"; done)
     p50=$(echo "$runs" | awk '{print $1}' | sort -g | sed -n 3p)
     p99=$(echo "$runs" | awk '{print $2}' | sort -g | sed -n 3p)
-    rss=$(rss_mib "$pid")
-    printf '%-7s %-8s %12s %10s %10s %9s\n' "$n" "$server" "$q" "$p50" "$p99" "$rss"
+    rss=$(rss_mib "$pid"); peak=$(peak_mib "$pid")
+    printf '%-7s %-8s %12s %10s %10s %9s %9s\n' "$n" "$server" "$q" "$p50" "$p99" "$rss" "$peak"
     results+=("$q" "$p99")
   done
   thaw
@@ -100,6 +111,12 @@ for n in $SIZES; do
   [ "$verdict" = PASS ] || ok=0
   echo "N=$n: atoll/CoreDNS QPS ratio ${ratio}x, p99 ${results[1]} vs ${results[3]} ms (target >= 3x and lower p99): $verdict"
   "$REPO_DIR/target/release/atoll-bench-dns" diff "$ATOLL_PORT" "$COREDNS_PORT" "$WORK/queries.txt"
+  update_args=(); for i in "${!names[@]}"; do update_args+=("${names[$i]}=${ports[$i]}"); done
+  "$REPO_DIR/target/release/atoll-bench-dns" update "$UPDATES" "${update_args[@]}"
+  for i in "${!names[@]}"; do echo "N=$n: ${names[$i]} peak RSS after the updates $(peak_mib "${pids[$i]}") MiB"; done
+  update_sum=$(curl -s http://127.0.0.1:9489/metrics | awk '/^snapshot_update_seconds_sum|^atoll_dns_snapshot_update_seconds_sum/ {print $2}')
+  update_count=$(curl -s http://127.0.0.1:9489/metrics | awk '/^snapshot_update_seconds_count|^atoll_dns_snapshot_update_seconds_count/ {print $2}')
+  awk -v s="${update_sum:-0}" -v c="${update_count:-0}" -v n="$n" 'BEGIN { if (c > 0) printf "N=%s: atoll zone update (after the first snapshot): %d updates, mean %.0f us\n", n, c, s * 1e6 / c }' 
   stop_servers
   sleep 1
 done

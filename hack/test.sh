@@ -21,6 +21,10 @@ log "container image: build and test"
 { "$HACK_DIR/image.sh" >/dev/null && "$HACK_DIR/image-test.sh"; } 2>&1 | tee "$ATOLL_ENV_DIR/packaging.log" || packaging=1
 log "Helm chart: lint, template, offline checks"
 "$HACK_DIR/chart.sh" test 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
+log "data-plane lab: its network namespace has no route out (a namespace of its own for the test)"
+lab_test() { ATOLL_LAB_NETNS=atoll-lab-test ATOLL_LAB_DIR=$ATOLL_ENV_DIR/lab-test "$HACK_DIR/lab.sh" "$@"; }
+{ lab_test netns && lab_test check; } 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
+lab_test down
 
 log "end-to-end tests on the local ClusterSet, then the upstream MCS conformance suite on it"
 "$HACK_DIR/conformance.sh" build
@@ -58,8 +62,8 @@ done
 awk '/^test result:/ { p += $4; f += $6 }
      /process didn.t exit successfully: .*\(signal:/ { f += 1 }
      /^conformance: [0-9]+ passed, [0-9]+ failed/ { cp = $2; cf = $4 }
-     /^(image|chart|chart dry-run): [0-9]+ passed, [0-9]+ failed/ { sub(/^[a-z -]+: /, ""); kp += $1; kf += $3 }
-     END { printf "all tests: %d passed, %d failed (cargo: %d passed, %d failed; upstream conformance: %d passed, %d failed; image and chart: %d passed, %d failed)\n", p + cp + kp, f + cf + kf, p, f, cp, cf, kp, kf }' \
+     /^(image|chart|chart dry-run|lab isolation): [0-9]+ passed, [0-9]+ failed/ { sub(/^[a-z -]+: /, ""); kp += $1; kf += $3 }
+     END { printf "all tests: %d passed, %d failed (cargo: %d passed, %d failed; upstream conformance: %d passed, %d failed; image, chart and lab: %d passed, %d failed)\n", p + cp + kp, f + cf + kf, p, f, cp, cf, kp, kf }' \
   "$ATOLL_ENV_DIR/unit.log" "$ATOLL_ENV_DIR/e2e.log" "$ATOLL_ENV_DIR/conformance.log" "$ATOLL_ENV_DIR/packaging.log"
 [ "$e2e" -eq 0 ] && [ "$conformance" -eq 0 ] && [ "$packaging" -eq 0 ] \
-  || die "end-to-end tests exit $e2e, conformance exit $conformance, image and chart $([ "$packaging" -eq 0 ] && echo ok || echo failed)"
+  || die "end-to-end tests exit $e2e, conformance exit $conformance, image, chart and lab $([ "$packaging" -eq 0 ] && echo ok || echo failed)"

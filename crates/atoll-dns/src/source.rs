@@ -157,7 +157,17 @@ pub async fn run(
         };
         let next = Arc::new(next);
         let took = started.elapsed();
-        publish(&zone, &metrics, &next, changed.len(), took);
+        if current.is_none() {
+            tracing::info!(
+                services = changed.len(),
+                took_ms = took.as_millis() as u64,
+                "first zone snapshot built"
+            );
+        } else {
+            metrics.update_seconds.observe(took.as_secs_f64());
+            metrics.updated_services.inc_by(changed.len() as u64);
+        }
+        publish(&zone, &metrics, &next);
         readiness.done(FIRST_SNAPSHOT);
         let (imports, slices) = feed.catalog().len();
         tracing::debug!(
@@ -172,13 +182,7 @@ pub async fn run(
 }
 
 /// Swaps `next` in and records it in `metrics`.
-fn publish(
-    zone: &SharedZone,
-    metrics: &DnsMetrics,
-    next: &Arc<Zone>,
-    changed: usize,
-    took: Duration,
-) {
+fn publish(zone: &SharedZone, metrics: &DnsMetrics, next: &Arc<Zone>) {
     metrics
         .snapshot_names
         .set(i64::try_from(next.names).unwrap_or(i64::MAX));
@@ -193,7 +197,5 @@ fn publish(
         .snapshot_timestamp
         .set(i64::try_from(now).unwrap_or(i64::MAX));
     metrics.rebuilds.inc();
-    metrics.update_seconds.observe(took.as_secs_f64());
-    metrics.updated_services.inc_by(changed as u64);
     zone.store(next.clone());
 }

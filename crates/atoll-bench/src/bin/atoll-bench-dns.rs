@@ -5,6 +5,8 @@
 //!   query file with a fixed mix: ClusterSetIP A, headless A, SRV, per-endpoint A, NXDOMAIN.
 //! * `diff PORT_A PORT_B FILE`: asks both servers every distinct query of FILE and reports the
 //!   queries whose answers differ (rcode, or the set of answer records).
+//! * `footprint N`: builds the zone of the same N services in this process and prints the memory
+//!   of the catalog and of the zone, the first build's time and one-service update times.
 //! * `update N NAME=PORT...`: changes the ClusterSetIP of `svc-0` N times, one change at a time,
 //!   and reports per server how long after each write it answered with the new address
 //!   (p50/p99/max): the cost of one change at the zone's size.
@@ -44,6 +46,102 @@ async fn recreate_namespace(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Service `i` of the bench: every fifth headless, with 10 ready endpoints in one MCS slice.
+fn bench_objects(
+    i: usize,
+) -> anyhow::Result<(atoll_api::v1beta1::ServiceImport, Option<EndpointSlice>)> {
+    let name = format!("svc-{i}");
+    let headless = i % 5 == 4;
+    let import = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "type": if headless { "Headless" } else { "ClusterSetIP" },
+            "ips": if headless { json!([]) } else { json!([format!("10.{}.{}.{}", 101 + i / 62500, (i / 250) % 250, i % 250 + 1)]) },
+            "ipFamilies": ["IPv4"],
+            "ports": [{"name": "http", "protocol": "TCP", "port": 80}]
+        }
+    }))?;
+    if !headless {
+        return Ok((import, None));
+    }
+    let endpoints: Vec<serde_json::Value> = (0..10)
+        .map(|e| json!({"addresses": [format!("10.{}.{}.{}", 200 + i / 62500, (i / 250) % 250, e * 20 + i % 20 + 1)], "conditions": {"ready": true}}))
+        .collect();
+    let slice = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}-c2"), "namespace": NS, "labels": {
+            labels::SERVICE_NAME: name, labels::SOURCE_CLUSTER: "c2",
+            labels::ENDPOINTSLICE_MANAGED_BY: "bench.atoll.dev"}},
+        "addressType": "IPv4", "endpoints": endpoints,
+        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}]
+    }))?;
+    Ok((import, Some(slice)))
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The zone of the bench's N services built in this process, without a server or a cluster:
+/// memory of the catalog and of the zone (RSS growth), the first build's time, and the time of
+/// one-service updates (the cost of a change at this size).
+fn footprint(n: usize) -> anyhow::Result<()> {
+    use atoll_core::dns::{Feed, WatchEvent, Zone, ZoneConfig};
+    let start = rss_kib();
+    let mut feed = Feed::default();
+    feed.import_event(WatchEvent::ListStarted);
+    feed.slice_event(WatchEvent::ListStarted);
+    for i in 0..n {
+        let (import, slice) = bench_objects(i)?;
+        feed.import_event(WatchEvent::Listed(&import));
+        if let Some(slice) = slice {
+            feed.slice_event(WatchEvent::Listed(&slice));
+        }
+    }
+    feed.import_event(WatchEvent::ListDone);
+    feed.slice_event(WatchEvent::ListDone);
+    let changed = feed.take_changed();
+    let catalog_rss = rss_kib();
+    let started = Instant::now();
+    let mut zone = Zone::of_catalog(&ZoneConfig::default(), feed.catalog());
+    let build = started.elapsed();
+    let zone_rss = rss_kib();
+    let mut took = Vec::new();
+    for k in 0..1000 {
+        let i = (k * 7919) % n;
+        let (mut import, _) = bench_objects(i)?;
+        if let Some(spec) = import.spec.as_mut() {
+            spec.ips = vec![format!("10.102.{}.{}", k / 250, k % 250 + 1)];
+        }
+        feed.import_event(WatchEvent::Applied(&import));
+        let changed = feed.take_changed();
+        let started = Instant::now();
+        let next = zone.updated(feed.catalog(), &changed);
+        took.push(started.elapsed());
+        zone = next;
+    }
+    took.sort();
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "footprint N={n}: {} services; catalog {:.1} MiB, zone {:.1} MiB ({} names, {:.1} MiB of records); first build {:.0} ms; one-service update p50 {:.1} us, p99 {:.1} us (1000 updates)",
+        changed.len(),
+        mib(catalog_rss.saturating_sub(start)),
+        mib(zone_rss.saturating_sub(catalog_rss)),
+        zone.names,
+        zone.bytes as f64 / 1048576.0,
+        build.as_secs_f64() * 1000.0,
+        percentile(&took, 0.5) * 1000.0,
+        percentile(&took, 0.99) * 1000.0,
+    );
+    Ok(())
+}
+
 async fn populate(n: usize, file: &str) -> anyhow::Result<()> {
     let set = ClusterSet::from_env().await?;
     let client = set.members[0].client.clone();
@@ -54,30 +152,14 @@ async fn populate(n: usize, file: &str) -> anyhow::Result<()> {
     let writes = futures::stream::iter(0..n).map(|i| {
         let (imports, slices, params) = (imports.clone(), slices.clone(), params.clone());
         async move {
-            let name = format!("svc-{i}");
-            let headless = i % 5 == 4;
-            let import: atoll_api::v1beta1::ServiceImport = serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {
-                    "type": if headless { "Headless" } else { "ClusterSetIP" },
-                    "ips": if headless { json!([]) } else { json!([format!("10.{}.{}.{}", 101 + i / 62500, (i / 250) % 250, i % 250 + 1)]) },
-                    "ipFamilies": ["IPv4"],
-                    "ports": [{"name": "http", "protocol": "TCP", "port": 80}]
-                }
-            }))?;
-            imports.patch(&name, &params, &Patch::Apply(&import)).await?;
-            if headless {
-                let endpoints: Vec<serde_json::Value> = (0..10)
-                    .map(|e| json!({"addresses": [format!("10.{}.{}.{}", 200 + i / 62500, (i / 250) % 250, e * 20 + i % 20 + 1)], "conditions": {"ready": true}}))
-                    .collect();
-                let slice: EndpointSlice = serde_json::from_value(json!({
-                    "metadata": {"name": format!("{name}-c2"), "namespace": NS, "labels": {
-                        labels::SERVICE_NAME: name, labels::SOURCE_CLUSTER: "c2",
-                        labels::ENDPOINTSLICE_MANAGED_BY: "bench.atoll.dev"}},
-                    "addressType": "IPv4", "endpoints": endpoints,
-                    "ports": [{"name": "http", "protocol": "TCP", "port": 8080}]
-                }))?;
-                slices.patch(&format!("{name}-c2"), &params, &Patch::Apply(&slice)).await?;
+            let (import, slice) = bench_objects(i)?;
+            imports
+                .patch(&format!("svc-{i}"), &params, &Patch::Apply(&import))
+                .await?;
+            if let Some(slice) = slice {
+                slices
+                    .patch(&format!("svc-{i}-c2"), &params, &Patch::Apply(&slice))
+                    .await?;
             }
             anyhow::Ok(())
         }
@@ -240,6 +322,7 @@ async fn main() -> anyhow::Result<()> {
             args.get(3).context("PORT_B")?.parse()?,
             args.get(4).context("FILE")?,
         ),
+        Some("footprint") => footprint(args.get(2).context("N")?.parse()?),
         Some("update") => {
             let changes = args.get(2).context("N")?.parse()?;
             let servers = args[3..]
@@ -252,7 +335,7 @@ async fn main() -> anyhow::Result<()> {
             update(changes, &servers).await
         }
         _ => bail!(
-            "usage: atoll-bench-dns populate N FILE | diff PORT_A PORT_B FILE | update N NAME=PORT..."
+            "usage: atoll-bench-dns populate N FILE | footprint N | diff PORT_A PORT_B FILE | update N NAME=PORT..."
         ),
     }
 }
