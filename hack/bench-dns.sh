@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench-dns`: atoll dns against CoreDNS (>= 1.12.2, `kubernetes ... { multicluster }`) on
 # cluster c1 of the local ClusterSet with N imported services (BENCH_DNS_SIZES, default
-# "10 1000 10000"; every fifth headless with 10 endpoints). Both servers run pinned to CPU 0
+# "10 1000 10000 100000"; every fifth headless with 10 endpoints). Both servers run pinned to CPU 0
 # (one UDP worker / GOMAXPROCS=1, no cache), dnsperf runs pinned to CPU 1 on loopback for
 # BENCH_DNS_SECONDS (default 10). Prints QPS, p50/p99 latency (at 5000 qps, median of 5 runs)
 # and RSS (now and peak) for both, the ratio, a differential check of the answers, and the time
@@ -11,7 +11,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_DIR"
-SIZES=${BENCH_DNS_SIZES:-"10 1000 10000"}
+SIZES=${BENCH_DNS_SIZES:-"10 1000 10000 100000"}
 SECONDS_PER_RUN=${BENCH_DNS_SECONDS:-10}
 UPDATES=${BENCH_DNS_UPDATES:-20}
 BEFORE=${ATOLL_BEFORE:-}
@@ -114,6 +114,12 @@ for n in $SIZES; do
   update_args=(); for i in "${!names[@]}"; do update_args+=("${names[$i]}=${ports[$i]}"); done
   "$REPO_DIR/target/release/atoll-bench-dns" update "$UPDATES" "${update_args[@]}"
   for i in "${!names[@]}"; do echo "N=$n: ${names[$i]} peak RSS after the updates $(peak_mib "${pids[$i]}") MiB"; done
+  # Memory target: atoll's peak (build and updates included) at most half of CoreDNS's resident
+  # memory, at 10,000 services and above (at small sizes both are runtime baseline).
+  awk -v a="$(peak_mib "$atoll_pid")" -v c="$(rss_mib "$coredns_pid")" -v n="$n" 'BEGIN {
+    r = (c > 0) ? a / c : 0
+    printf "N=%s: atoll peak RSS / CoreDNS RSS = %d / %d MiB = %.2f (target <= 0.50 from 10,000 services)%s\n", n, a, c, r, (n >= 10000) ? ((r <= 0.5) ? ": PASS" : ": FAIL") : "" }' | tee "$WORK/memory.txt"
+  grep -q ": FAIL" "$WORK/memory.txt" && ok=0
   update_sum=$(curl -s http://127.0.0.1:9489/metrics | awk '/^snapshot_update_seconds_sum|^atoll_dns_snapshot_update_seconds_sum/ {print $2}')
   update_count=$(curl -s http://127.0.0.1:9489/metrics | awk '/^snapshot_update_seconds_count|^atoll_dns_snapshot_update_seconds_count/ {print $2}')
   awk -v s="${update_sum:-0}" -v c="${update_count:-0}" -v n="$n" 'BEGIN { if (c > 0) printf "N=%s: atoll zone update (after the first snapshot): %d updates, mean %.0f us\n", n, c, s * 1e6 / c }' 

@@ -4,25 +4,38 @@
 # kube-scheduler, kubectl (k8s.io/kubernetes through the wrapper module in hack/go/k8s, which
 # replaces every staging module with the matching v0.x.y), etcd (3.6, never Debian's 3.4), kwok,
 # kwokctl, CoreDNS and Helm (crane for `make image` on demand). A tool whose binaries exist and report the right version is skipped, so a
-# warm machine spends seconds here. Usage: hack/build-tools.sh [k8s|etcd|kwok|coredns ...]
+# warm machine spends seconds here. Usage: hack/build-tools.sh [k8s|kube-proxy|etcd|kwok|coredns|helm|crane ...]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-build_k8s() {
-  if [ -x "$K8S_BIN/kubectl" ] && "$K8S_BIN/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION"; then
-    return 0
-  fi
+# Builds commands of k8s.io/kubernetes into $K8S_BIN, stamped with $K8S_VERSION.
+go_build_k8s() { # package...
   local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
   local ld="-s -w" p
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
   done
-  log "building Kubernetes $K8S_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"
   mkdir -p "$K8S_BIN"
-  (cd "$HACK_DIR/go/k8s" && go build -trimpath -tags notest -ldflags "$ld" -o "$K8S_BIN/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+  (cd "$HACK_DIR/go/k8s" && go build -trimpath -tags notest -ldflags "$ld" -o "$K8S_BIN/" "$@")
+}
+
+build_k8s() {
+  if [ -x "$K8S_BIN/kubectl" ] && "$K8S_BIN/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION"; then
+    return 0
+  fi
+  log "building Kubernetes $K8S_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)"
+  go_build_k8s k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+}
+
+# The data-plane lab only: kube-proxy (nftables mode) for each cluster's node namespace.
+build_kube-proxy() {
+  if "$K8S_BIN/kube-proxy" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION"; then
+    return 0
+  fi
+  log "building kube-proxy $K8S_VERSION"
+  go_build_k8s k8s.io/kubernetes/cmd/kube-proxy
 }
 
 build_etcd() {

@@ -13,29 +13,16 @@
 #   hack/lab.sh netns   create the namespace only (what the isolation test checks)
 #   hack/lab.sh exec CMD...  run CMD inside the lab with ATOLL_ENV_DIR pointing at its state
 set -euo pipefail
+# The lab's ClusterSet keeps its state apart from the host's (~/.cache/atoll/lab/env).
+ATOLL_ENV_DIR=${ATOLL_LAB_DIR:-${ATOLL_CACHE:-$HOME/.cache/atoll}/lab}/env
 . "$(dirname "$0")/lib.sh"
-LAB_NETNS=${ATOLL_LAB_NETNS:-atoll-lab}
-LAB_DIR=${ATOLL_LAB_DIR:-$ATOLL_CACHE/lab}
-LAB_ENV_DIR=$LAB_DIR/env
-# Every namespace the lab created, one per line: the only ones `down` deletes, and the only
-# ones a lab veth may lead to.
-NETNS_FILE=$LAB_DIR/netns
-
-netns_exists() { ip netns list | awk '{print $1}' | grep -qx "$1"; }
+. "$HACK_DIR/lab-net.sh"
+LAB_ENV_DIR=$ATOLL_ENV_DIR
+ATOLL=${ATOLL:-$REPO_DIR/target/debug/atoll}
 
 in_lab() { ip netns exec "$LAB_NETNS" env ATOLL_ENV_DIR="$LAB_ENV_DIR" "$@"; }
 
-create() {
-  mkdir -p "$LAB_DIR"
-  if ! netns_exists "$LAB_NETNS"; then
-    ip netns add "$LAB_NETNS"
-    echo "$LAB_NETNS" >>"$NETNS_FILE"
-    log "network namespace $LAB_NETNS created"
-  fi
-  grep -qx "$LAB_NETNS" "$NETNS_FILE" 2>/dev/null ||
-    die "network namespace $LAB_NETNS exists but the lab did not create it (not in $NETNS_FILE); remove it or set ATOLL_LAB_NETNS"
-  ip -n "$LAB_NETNS" link set lo up
-}
+create() { netns_create "$LAB_NETNS"; log "network namespace $LAB_NETNS ready"; }
 
 passed=0 failed=0
 expect() { # description command...
@@ -47,36 +34,37 @@ expect() { # description command...
   fi
 }
 
-no_default_route() {
-  [ -z "$(ip -n "$LAB_NETNS" -4 route show default)" ] && [ -z "$(ip -n "$LAB_NETNS" -6 route show default)" ]
+no_default_route() { # netns
+  [ -z "$(ip -n "$1" -4 route show default)" ] && [ -z "$(ip -n "$1" -6 route show default)" ]
 }
 
-# Only routes over loopback or lab veths: nothing that could carry a packet off the machine.
-only_lab_links() {
+# Only loopback, bridges and veths to namespaces the lab recorded: nothing that could carry a
+# packet off the machine.
+only_lab_links() { # netns
   local line name kind peer
   while read -r line; do
     name=$(awk -F': ' '{print $2}' <<<"$line" | cut -d@ -f1)
     [ "$name" = lo ] && continue
-    kind=$(ip -n "$LAB_NETNS" -d link show "$name" | awk '/^ +(veth|bridge|dummy)/ {print $1; exit}')
+    kind=$(ip -n "$1" -d link show "$name" | awk '/^ +(veth|bridge|dummy)/ {print $1; exit}')
     case $kind in
       veth)
-        peer=$(ip -n "$LAB_NETNS" -d link show "$name" | sed -n 's/.*link-netns \([^ ]*\).*/\1/p')
-        [ -n "$peer" ] && grep -qx "$peer" "$NETNS_FILE" || { echo "  link $name leads to namespace '${peer:-the host}'" >&2; return 1; }
+        peer=$(ip -n "$1" -d link show "$name" | sed -n 's/.*link-netns \([^ ]*\).*/\1/p')
+        [ -n "$peer" ] && grep -qx "$peer" "$NETNS_FILE" || { echo "  $1: link $name leads to namespace '${peer:-the host}'" >&2; return 1; }
         ;;
       bridge | dummy) ;;
-      *) echo "  link $name is a ${kind:-physical or unknown} link" >&2; return 1 ;;
+      *) echo "  $1: link $name is a ${kind:-physical or unknown} link" >&2; return 1 ;;
     esac
-  done < <(ip -n "$LAB_NETNS" -o link show)
+  done < <(ip -n "$1" -o link show)
 }
 
 # A connect to an outside address (TEST-NET-1 and the IPv6 documentation prefix, never routed
 # anywhere) must fail at once with "Network is unreachable": the kernel finds no route, so no
 # packet is ever sent.
-unreachable() { # address
+unreachable() { # netns address
   local out start=$SECONDS
-  out=$(ip netns exec "$LAB_NETNS" timeout 3 bash -c "exec 3<>/dev/tcp/$1/80" 2>&1) && return 1
+  out=$(ip netns exec "$1" timeout 3 bash -c "exec 3<>/dev/tcp/$2/80" 2>&1) && return 1
   grep -q "Network is unreachable" <<<"$out" && [ $((SECONDS - start)) -le 1 ] ||
-    { echo "  connect to $1: ${out:-timed out}" >&2; return 1; }
+    { echo "  $1: connect to $2: ${out:-timed out}" >&2; return 1; }
 }
 
 # Loopback carries traffic: a connect to a closed port there is refused (the kernel answered
@@ -87,39 +75,196 @@ loopback_works() {
   grep -q "Connection refused" <<<"$out" || { echo "  connect to 127.0.0.1:1: ${out:-timed out}" >&2; return 1; }
 }
 
+# The namespaces of the lab (recorded) that exist now: the lab's own first.
+lab_namespaces() { [ -f "$NETNS_FILE" ] && while read -r ns; do netns_exists "$ns" && echo "$ns"; done <"$NETNS_FILE"; return 0; }
+
 check() {
   netns_exists "$LAB_NETNS" || die "no network namespace $LAB_NETNS (run hack/lab.sh up)"
-  expect "lab namespace $LAB_NETNS has no default route (IPv4, IPv6)" no_default_route
-  expect "lab namespace has only loopback and links to lab namespaces" only_lab_links
-  expect "connect to 192.0.2.1 fails at once: Network is unreachable" unreachable 192.0.2.1
-  expect "connect to [2001:db8::1] fails at once: Network is unreachable" unreachable 2001:db8::1
+  local namespaces ns
+  namespaces=$(lab_namespaces | wc -l)
+  expect "no default route (IPv4, IPv6) in any of the lab's $namespaces namespaces" \
+    every_namespace no_default_route
+  expect "only loopback, bridges and links between lab namespaces in all $namespaces" \
+    every_namespace only_lab_links
+  for ns in $(lab_namespaces | awk 'NR == 1 || /-c1$/'); do
+    expect "$ns: connect to 192.0.2.1 fails at once: Network is unreachable" unreachable "$ns" 192.0.2.1
+    expect "$ns: connect to [2001:db8::1] fails at once: Network is unreachable" unreachable "$ns" 2001:db8::1
+  done
   expect "loopback inside the lab carries traffic (127.0.0.1:1 refused)" loopback_works
   echo "lab isolation: $passed passed, $failed failed"
   [ "$failed" = 0 ]
+}
+
+every_namespace() { # check
+  local ns ok=0
+  for ns in $(lab_namespaces); do "$1" "$ns" || ok=1; done
+  return $ok
+}
+
+# Waits until http://127.0.0.1:<port><path> inside namespace <netns> answers 200.
+wait_http_in() { # name netns port path [seconds]
+  local deadline=$((SECONDS + ${5:-60}))
+  while [ $SECONDS -lt $deadline ]; do
+    proc_running "$1" || { tail -20 "$PROCS_DIR/$1.log" >&2; die "$1 exited"; }
+    ip netns exec "$2" timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$3 && printf 'GET $4 HTTP/1.0\r\n\r\n' >&3 && head -1 <&3" 2>/dev/null \
+      | grep -q " 200" && return 0
+    sleep 0.3
+  done
+  tail -20 "$PROCS_DIR/$1.log" >&2
+  die "$1 did not answer $4 on 127.0.0.1:$3 in $2 within ${5:-60} s"
+}
+
+write_if_changed() { # file < content
+  local tmp; tmp=$(mktemp)
+  cat >"$tmp"
+  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
+}
+
+# What the kubelet's node would run for cluster cN, in its node namespace: kube-proxy
+# (nftables), the cluster DNS (CoreDNS forwarding clusterset.local to `atoll dns`), and the pod
+# runner giving its Running pods a network.
+node_up() { # cN all-clusters...
+  local c=$1 ns server port admin
+  ns=$(node_netns "$c")
+  node_net_up "$@"
+  # The apiserver listens on the lab's loopback; on the node's own loopback, socat takes each
+  # connection into the lab namespace with `ip netns exec`, so kubeconfigs work unchanged.
+  server=$(kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" config view -o jsonpath="{.clusters[?(@.name==\"kwok-$c\")].cluster.server}")
+  port=${server##*:}
+  printf '#!/bin/sh\nexec ip netns exec %s socat STDIO TCP:127.0.0.1:%s\n' "$LAB_NETNS" "$port" >"$LAB_ENV_DIR/apiserver-link-$c.sh"
+  chmod +x "$LAB_ENV_DIR/apiserver-link-$c.sh"
+  proc_start "apiserver-link-$c" ip netns exec "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "EXEC:$LAB_ENV_DIR/apiserver-link-$c.sh"
+  kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" config view --raw --minify --flatten --context "kwok-$c" >"$LAB_ENV_DIR/node-$c.kubeconfig"
+
+  # kube-proxy's node address (kwok leaves the fake node without one): the node namespace's.
+  in_lab kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" --context "kwok-$c" patch node "$c-node-0" \
+    --subresource=status --type=merge >/dev/null \
+    -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$(node_ip "$c")\"},{\"type\":\"Hostname\",\"address\":\"$c-node-0\"}]}}"
+  # Written only when it changes: kube-proxy exits when its configuration file does.
+  write_if_changed "$LAB_ENV_DIR/kube-proxy-$c.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+hostnameOverride: $c-node-0
+clientConnection:
+  kubeconfig: $LAB_ENV_DIR/node-$c.kubeconfig
+bindAddress: $(node_ip "$c")
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: ["$(node_ip "$c")/32"]
+# The conntrack table size and timeouts are the host kernel's: left as they are.
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+  udpTimeout: 0s
+  udpStreamTimeout: 0s
+EOF
+  proc_start "kube-proxy-$c" ip netns exec "$ns" kube-proxy --config "$LAB_ENV_DIR/kube-proxy-$c.yaml"
+
+  # The cluster DNS: the kube-dns Service at the usual address, its endpoint the node's CoreDNS.
+  in_lab kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" --context "kwok-$c" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  clusterIP: $(dns_service_ip "$c")
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kube-dns-lab
+  namespace: kube-system
+  labels: {kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: atoll-lab}
+addressType: IPv4
+endpoints:
+- addresses: ["$(node_ip "$c")"]
+  conditions: {ready: true}
+ports:
+- {name: dns, port: 53, protocol: UDP}
+- {name: dns-tcp, port: 53, protocol: TCP}
+EOF
+  admin=$(dns_admin_port "$c")
+  proc_start "dns-$c" ip netns exec "$ns" "$ATOLL" dns --kubeconfig "$LAB_ENV_DIR/dns-$c.kubeconfig" \
+    --listen "127.0.0.1:$(dns_port "$c")" --admin-address "127.0.0.1:$admin"
+  {
+    cat <<EOF
+.:53 {
+    bind $(node_ip "$c")
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $LAB_ENV_DIR/node-$c.kubeconfig kwok-$c
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+}
+EOF
+    # The block the README documents (`atoll coredns print`), pointing at this node's atoll dns.
+    "$ATOLL" coredns print --target "127.0.0.1:$(dns_port "$c")" --bind "$(node_ip "$c")"
+  } >"$LAB_ENV_DIR/Corefile-$c"
+  proc_start "coredns-$c" ip netns exec "$ns" env GOMAXPROCS=1 coredns -conf "$LAB_ENV_DIR/Corefile-$c"
+  # From the host namespace, as node_up: namespaces it adds must be visible to every `ip netns`.
+  proc_start "pods-$c" env ATOLL_ENV_DIR="$LAB_ENV_DIR" "$HACK_DIR/lab-pods.sh" "$c"
+  wait_http_in "kube-proxy-$c" "$ns" 10256 /healthz
+  wait_http_in "dns-$c" "$ns" "$admin" /readyz
 }
 
 up() {
   create
   # Isolation first: nothing starts in a namespace that could reach out.
   check
-  local started=$SECONDS
+  local started=$SECONDS c clusters missing=()
+  # kube-proxy's nft, the apiserver links' and the listeners' socat, the clients' nc and dig.
+  command -v nft >/dev/null || missing+=(nftables)
+  command -v socat >/dev/null || missing+=(socat)
+  command -v nc >/dev/null || missing+=(netcat-openbsd)
+  command -v dig >/dev/null || missing+=(bind9-dnsutils)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  "$HACK_DIR/build-tools.sh" k8s kube-proxy etcd kwok coredns helm >/dev/null
   in_lab "$HACK_DIR/env-up.sh"
   in_lab "$HACK_DIR/agents.sh" start
-  in_lab "$HACK_DIR/dns.sh" start
-  log "lab up in $((SECONDS - started)) s; kubeconfig $LAB_ENV_DIR/kubeconfig (use: hack/lab.sh exec kubectl ...)"
+  clusters=$(clusters_or)
+  # shellcheck disable=SC2086 # cluster names are single words
+  for c in $clusters; do node_up "$c" $clusters; done
+  # And again, now that every namespace and link of the lab exists.
+  passed=0 failed=0
+  check
+  log "lab up in $((SECONDS - started)) s; kubeconfig $LAB_ENV_DIR/kubeconfig (hack/lab.sh exec kubectl ...; hack/lab.sh pod-exec cN NAMESPACE POD CMD...)"
 }
 
 down() {
   if netns_exists "$LAB_NETNS"; then
+    # Agents, DNS servers, kube-proxies, CoreDNS and pod runners by pid, then the control planes.
     in_lab "$HACK_DIR/env-down.sh" || true
   fi
   if [ -f "$NETNS_FILE" ]; then
     # Last created first: pod and node namespaces before the lab's own.
     tac "$NETNS_FILE" | while read -r ns; do
-      [ -n "$ns" ] && netns_exists "$ns" && ip netns del "$ns" && log "network namespace $ns deleted"
+      [ -n "$ns" ] || continue
+      ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+      netns_exists "$ns" && log "network namespace $ns deleted"
+      netns_delete "$ns"
     done
-    rm -f "$NETNS_FILE"
+    rm -f "$NETNS_FILE" "$NETNS_FILE.lock"
   fi
+  rm -rf "$LAB_DIR/pods"
+}
+
+# Runs a command inside pod NAMESPACE/POD of cluster cN (its network namespace and resolver).
+pod_exec() { # cN namespace pod command...
+  local c=$1 uid ns
+  uid=$(in_lab kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" --context "kwok-$c" -n "$2" get pod "$3" -o jsonpath='{.metadata.uid}')
+  ns=$(pod_netns "$c" "$uid")
+  netns_exists "$ns" || die "pod $2/$3 of $c has no lab namespace (not Running on the lab node yet?)"
+  shift 3
+  ip netns exec "$ns" "$@"
 }
 
 case ${1:-} in
@@ -128,5 +273,6 @@ case ${1:-} in
   check) check ;;
   netns) create ;;
   exec) shift; in_lab "$@" ;;
-  *) die "usage: hack/lab.sh up|down|check|netns|exec CMD..." ;;
+  pod-exec) shift; pod_exec "$@" ;;
+  *) die "usage: hack/lab.sh up|down|check|netns|exec CMD...|pod-exec cN NAMESPACE POD CMD..." ;;
 esac

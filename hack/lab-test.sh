@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Traffic tests in the running data-plane lab (make lab-up first): real packets from a pod of
+# c1 through kube-proxy's nftables rules to pods of c2 and c3, names resolved by the pod's
+# resolver through c1's CoreDNS and `atoll dns`. The isolation checks run first; nothing runs if
+# one fails. Prints "lab traffic: N passed, N failed". Usage: hack/lab-test.sh
+set -euo pipefail
+HACK=$(cd "$(dirname "$0")" && pwd)
+ATOLL_ENV_DIR=${ATOLL_LAB_DIR:-${ATOLL_CACHE:-$HOME/.cache/atoll}/lab}/env
+. "$HACK/lib.sh"
+. "$HACK/lab-net.sh"
+NS=lab-traffic
+SVC=echo
+CONNECTIONS=${LAB_CONNECTIONS:-100}
+# Propagation allowance for "within the propagation time" checks.
+PROPAGATION=${LAB_PROPAGATION_SECONDS:-20}
+
+"$HACK/lab.sh" check || die "the lab is not isolated: no traffic test runs"
+
+k() { local c=$1; shift; ip netns exec "$LAB_NETNS" kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$c" "$@"; }
+in_pod() { local c=$1 pod=$2; shift 2; "$HACK/lab.sh" pod-exec "$c" "$NS" "$pod" "$@"; }
+
+passed=0 failed=0
+expect() { # description command...
+  local what=$1; shift
+  if "$@"; then passed=$((passed + 1)); echo "ok   $what"; else failed=$((failed + 1)); echo "FAIL $what"; fi
+}
+
+# Waits up to $1 seconds for a command to succeed.
+eventually() { # seconds command...
+  local deadline=$((SECONDS + $1)); shift
+  until "$@"; do [ $SECONDS -lt $deadline ] || return 1; sleep 0.5; done
+}
+
+echo_workload() { # cluster -> a Deployment of 2 echo pods and the Service, exported
+  k "$1" create namespace "$NS" --dry-run=client -o yaml | k "$1" apply -f - >/dev/null
+  k "$1" -n "$NS" apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $SVC}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: $SVC}}
+  template:
+    metadata: {labels: {app: $SVC}}
+    spec:
+      containers:
+      - name: echo
+        image: atoll.lab/echo
+        command: ["socat", "TCP-LISTEN:8080,fork,reuseaddr", "SYSTEM:echo \$CLUSTER \$HOSTNAME"]
+        env: [{name: CLUSTER, value: "$1"}]
+        ports: [{name: tcp, containerPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: $SVC}
+spec:
+  selector: {app: $SVC}
+  ports: [{name: tcp, port: 80, targetPort: 8080}]
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {name: $SVC}
+EOF
+}
+
+client_pod() {
+  k c1 create namespace "$NS" --dry-run=client -o yaml | k c1 apply -f - >/dev/null
+  k c1 -n "$NS" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  containers:
+  - {name: client, image: nicolaka/netshoot:v0.15, args: ["sleep", "infinity"]}
+EOF
+}
+
+clusterset_ip() { k c1 -n "$NS" get serviceimport "$SVC" -o jsonpath='{.spec.ips[0]}' 2>/dev/null; }
+pod_ready() { in_pod "$1" "$2" true 2>/dev/null; }
+
+# CONNECTIONS connections to $1:$2 from c1's client; prints "<cluster> <count>" per answering cluster.
+spread() { # address port
+  in_pod c1 client sh -c "for i in \$(seq $CONNECTIONS); do nc -w 2 $1 $2 </dev/null; done" 2>/dev/null |
+    awk '{print $1}' | sort | uniq -c | awk '{print $2, $1}'
+}
+count() { awk -v c="$1" '$1 == c {print $2}' <<<"$2"; }
+
+answers_from_both() {
+  local out; out=$(spread "$1" 80)
+  echo "  $CONNECTIONS connections to $1:80: $(tr '\n' ' ' <<<"$out")"
+  [ "$(count c2 "$out")" -gt 0 ] 2>/dev/null && [ "$(count c3 "$out")" -gt 0 ] 2>/dev/null &&
+    [ $(( $(count c2 "$out") + $(count c3 "$out") )) -eq "$CONNECTIONS" ]
+}
+only_from() { # cluster address
+  local out; out=$(spread "$2" 80)
+  [ "$(count "$1" "$out")" = "$CONNECTIONS" ] || { echo "  still: $(tr '\n' ' ' <<<"$out")" >&2; return 1; }
+  echo "  $CONNECTIONS connections to $2:80: $(tr '\n' ' ' <<<"$out")"
+}
+
+resolves_to_clusterset_ip() {
+  local got; got=$(in_pod c1 client dig +short +search "$SVC.$NS.svc.clusterset.local" A 2>/dev/null)
+  echo "  $SVC.$NS.svc.clusterset.local -> ${got:-nothing} (ClusterSetIP $1)"
+  [ "$got" = "$1" ]
+}
+name_connects() {
+  local out; out=$(in_pod c1 client nc -w 2 "$SVC.$NS.svc.clusterset.local" 80 </dev/null 2>/dev/null)
+  echo "  connect by name: ${out:-no answer}"
+  [[ $out == c2\ * || $out == c3\ * ]]
+}
+
+log "workloads: echo in c2 and c3, client in c1"
+echo_workload c2
+echo_workload c3
+client_pod
+eventually 60 pod_ready c1 client || die "the client pod has no lab namespace"
+eventually 60 test -n "$(clusterset_ip)" || die "no ServiceImport $NS/$SVC in c1"
+ip=$(clusterset_ip)
+expect "ServiceImport in c1 has endpoints from c2 and c3 (100 connections answered by both)" \
+  eventually "$PROPAGATION" answers_from_both "$ip"
+expect "the pod's resolver answers $SVC.$NS.svc.clusterset.local with the ClusterSetIP" \
+  eventually "$PROPAGATION" resolves_to_clusterset_ip "$ip"
+expect "a connection by name reaches an exporting cluster" name_connects
+
+log "c2's agent stops for longer than the member grace: its endpoints are withdrawn"
+"$HACK/lab.sh" exec "$HACK/agents.sh" stop c2 >/dev/null 2>&1
+expect "with c2's agent gone, every connection reaches c3" \
+  eventually $((PROPAGATION + ${ATOLL_MEMBER_GRACE_SECONDS:-12} + 10)) only_from c3 "$ip"
+"$HACK/lab.sh" exec "$HACK/agents.sh" start c2 >/dev/null 2>&1
+expect "c2's agent back: both clusters answer again" eventually "$PROPAGATION" answers_from_both "$ip"
+
+log "c3 unexports"
+k c3 -n "$NS" delete serviceexport "$SVC" >/dev/null
+expect "after c3's unexport, every connection reaches c2 (within ${PROPAGATION} s)" \
+  eventually "$PROPAGATION" only_from c2 "$ip"
+
+for c in c1 c2 c3; do k "$c" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; done
+echo "lab traffic: $passed passed, $failed failed"
+[ "$failed" = 0 ]
