@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check
+.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test conformance-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -77,3 +77,9 @@ lab-down: ## Stop the lab (by recorded pids) and delete the namespaces it create
 
 lab-check: ## The lab's isolation checks: no default route, no link out, outside addresses unreachable
 	hack/lab.sh check
+
+lab-test: ## Traffic tests in the running lab: ClusterSetIP, clusterset.local through the pod's resolver, dead cluster, unexport
+	hack/lab-test.sh
+
+conformance-full: tools build ## All 27 upstream specs (Connectivity and DNS included) inside the lab (starts it), report in target/conformance-lab
+	hack/conformance-lab.sh all

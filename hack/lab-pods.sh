@@ -18,7 +18,7 @@ kc=(--kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$c")
 
 start_pod() { # uid ip namespace name
   local uid=$1 ip=$2 kns=$3 name=$4 ns dir script
-  ns=$(pod_netns "$c" "$uid")
+  ns=$(pod_netns "$uid")
   dir=$STATE/$uid
   pod_net_up "$c" "$uid" "$ip" "$kns"
   mv "$dir.new" "$dir"

@@ -261,7 +261,7 @@ down() {
 pod_exec() { # cN namespace pod command...
   local c=$1 uid ns
   uid=$(in_lab kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" --context "kwok-$c" -n "$2" get pod "$3" -o jsonpath='{.metadata.uid}')
-  ns=$(pod_netns "$c" "$uid")
+  ns=$(pod_netns "$uid")
   netns_exists "$ns" || die "pod $2/$3 of $c has no lab namespace (not Running on the lab node yet?)"
   shift 3
   ip netns exec "$ns" "$@"

@@ -57,13 +57,24 @@ for t in "${disruptive[@]}"; do
   ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig cargo test --locked -p atoll-e2e --test "$t" -- --test-threads 1 2>&1 | tee -a "$ATOLL_ENV_DIR/e2e.log" || e2e=$?
 done
 
+# The data-plane lab, once the ClusterSet above is gone (never two sets of control planes at
+# once): real packets through kube-proxy and CoreDNS, then all 27 upstream specs inside it.
+"$HACK_DIR/env-down.sh"
+log "data-plane lab: traffic tests and the whole upstream suite (27 specs) inside it"
+"$HACK_DIR/lab.sh" down
+trap '"$HACK_DIR/env-down.sh"; "$HACK_DIR/lab.sh" down' EXIT
+lab=0
+{ "$HACK_DIR/conformance-lab.sh" build && "$HACK_DIR/lab.sh" up && "$HACK_DIR/lab-test.sh" \
+  && "$HACK_DIR/conformance-lab.sh" run; } 2>&1 | tee "$ATOLL_ENV_DIR/lab.log" || lab=1
+
 # One line for the whole run: every cargo test binary above plus the upstream suite's specs.
 # A test binary killed by a signal prints no result line: count it as one failure.
 awk '/^test result:/ { p += $4; f += $6 }
      /process didn.t exit successfully: .*\(signal:/ { f += 1 }
      /^conformance: [0-9]+ passed, [0-9]+ failed/ { cp = $2; cf = $4 }
-     /^(image|chart|chart dry-run|lab isolation): [0-9]+ passed, [0-9]+ failed/ { sub(/^[a-z -]+: /, ""); kp += $1; kf += $3 }
-     END { printf "all tests: %d passed, %d failed (cargo: %d passed, %d failed; upstream conformance: %d passed, %d failed; image, chart and lab: %d passed, %d failed)\n", p + cp + kp, f + cf + kf, p, f, cp, cf, kp, kf }' \
-  "$ATOLL_ENV_DIR/unit.log" "$ATOLL_ENV_DIR/e2e.log" "$ATOLL_ENV_DIR/conformance.log" "$ATOLL_ENV_DIR/packaging.log"
-[ "$e2e" -eq 0 ] && [ "$conformance" -eq 0 ] && [ "$packaging" -eq 0 ] \
-  || die "end-to-end tests exit $e2e, conformance exit $conformance, image, chart and lab $([ "$packaging" -eq 0 ] && echo ok || echo failed)"
+     /^conformance \(lab\): [0-9]+ passed, [0-9]+ failed/ { lp = $3; lf = $5 }
+     /^(image|chart|chart dry-run|lab isolation|lab traffic): [0-9]+ passed, [0-9]+ failed/ { sub(/^[a-z -]+: /, ""); kp += $1; kf += $3 }
+     END { printf "all tests: %d passed, %d failed (cargo: %d passed, %d failed; upstream conformance, API level: %d passed, %d failed; upstream conformance in the lab, all specs: %d passed, %d failed; image, chart and lab: %d passed, %d failed)\n", p + cp + lp + kp, f + cf + lf + kf, p, f, cp, cf, lp, lf, kp, kf }' \
+  "$ATOLL_ENV_DIR/unit.log" "$ATOLL_ENV_DIR/e2e.log" "$ATOLL_ENV_DIR/conformance.log" "$ATOLL_ENV_DIR/packaging.log" "$ATOLL_ENV_DIR/lab.log"
+[ "$e2e" -eq 0 ] && [ "$conformance" -eq 0 ] && [ "$packaging" -eq 0 ] && [ "$lab" -eq 0 ] \
+  || die "end-to-end tests exit $e2e, conformance exit $conformance, image, chart and lab isolation $([ "$packaging" -eq 0 ] && echo ok || echo failed), lab traffic and full suite $([ "$lab" -eq 0 ] && echo ok || echo failed)"
