@@ -75,6 +75,44 @@ spec:
 EOF
 }
 
+# A headless StatefulSet of 2 in c2 (pods web-0, web-1 with hostnames), exported.
+headless_workload() {
+  k c2 -n "$NS" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  clusterIP: None
+  selector: {app: web}
+  ports: [{name: tcp, port: 8080}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  serviceName: web
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: echo
+        image: atoll.lab/echo
+        command: ["socat", "TCP-LISTEN:8080,fork,reuseaddr", "SYSTEM:echo c2 \$HOSTNAME"]
+        ports: [{name: tcp, containerPort: 8080}]
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {name: web}
+EOF
+}
+hostname_reaches_pod() { # pod
+  local out; out=$(in_pod c1 client nc -w 2 "$1.c2.web.$NS.svc.clusterset.local" 8080 </dev/null 2>/dev/null)
+  echo "  $1.c2.web.$NS.svc.clusterset.local:8080 -> ${out:-no answer}"
+  [ "$out" = "c2 $1" ]
+}
+
 clusterset_ip() { k c1 -n "$NS" get serviceimport "$SVC" -o jsonpath='{.spec.ips[0]}' 2>/dev/null; }
 pod_ready() { in_pod "$1" "$2" true 2>/dev/null; }
 
@@ -120,6 +158,12 @@ expect "ServiceImport in c1 has endpoints from c2 and c3 (100 connections answer
 expect "the pod's resolver answers $SVC.$NS.svc.clusterset.local with the ClusterSetIP" \
   eventually "$PROPAGATION" resolves_to_clusterset_ip "$ip"
 expect "a connection by name reaches an exporting cluster" name_connects
+
+headless_workload
+expect "headless: web-0.c2.web.$NS.svc.clusterset.local reaches pod web-0 of c2" \
+  eventually 60 hostname_reaches_pod web-0
+expect "headless: web-1.c2.web.$NS.svc.clusterset.local reaches pod web-1 of c2" \
+  eventually "$PROPAGATION" hostname_reaches_pod web-1
 
 log "c2's agent stops for longer than the member grace: its endpoints are withdrawn"
 "$HACK/lab.sh" exec "$HACK/agents.sh" stop c2 >/dev/null 2>&1
