@@ -177,6 +177,14 @@ k c3 -n "$NS" delete serviceexport "$SVC" >/dev/null
 expect "after c3's unexport, every connection reaches c2 (within ${PROPAGATION} s)" \
   eventually "$PROPAGATION" only_from c2 "$ip"
 
+log "c3's echo pods go away: their network namespaces go with them"
+c3_namespaces=$(k c3 -n "$NS" get pods -l app=$SVC -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}' |
+  while read -r uid; do pod_netns "$uid"; done)
+gone() { local ns; [ -n "$c3_namespaces" ] || return 1; for ns in $c3_namespaces; do ! netns_exists "$ns" || return 1; done; }
+k c3 -n "$NS" delete deployment "$SVC" --wait=false >/dev/null
+expect "the $(wc -w <<<"$c3_namespaces") deleted pods of c3 lost their network namespaces" \
+  eventually 60 gone
+
 for c in c1 c2 c3; do k "$c" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; done
 echo "lab traffic: $passed passed, $failed failed"
 [ "$failed" = 0 ]
