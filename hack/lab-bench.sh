@@ -10,51 +10,18 @@ HACK=$(cd "$(dirname "$0")" && pwd)
 ATOLL_ENV_DIR=${ATOLL_LAB_DIR:-${ATOLL_CACHE:-$HOME/.cache/atoll}/lab}/env
 . "$HACK/lib.sh"
 . "$HACK/lab-net.sh"
+. "$HACK/lab-workloads.sh"
 NS=lab-bench
 N=${LAB_BENCH_SERVICES:-20}
 
 "$HACK/lab.sh" check >/dev/null || die "the lab is not isolated: no benchmark runs"
-k() { local c=$1; shift; ip netns exec "$LAB_NETNS" kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$c" "$@"; }
+k() { lab_kubectl "$@"; }
 in_client() { "$HACK/lab.sh" pod-exec c1 "$NS" client "$@"; }
 now_ms() { date +%s%3N; }
 
-for c in c1 c2; do k "$c" create namespace "$NS" --dry-run=client -o yaml | k "$c" apply -f - >/dev/null; done
-{
-  for i in $(seq "$N"); do
-    cat <<EOF
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: svc-$i}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: svc-$i}}
-  template:
-    metadata: {labels: {app: svc-$i}}
-    spec:
-      containers:
-      - name: echo
-        image: atoll.lab/echo
-        command: ["socat", "TCP-LISTEN:8080,fork,reuseaddr", "SYSTEM:echo c2 svc-$i"]
-        ports: [{name: tcp, containerPort: 8080}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: svc-$i}
-spec:
-  selector: {app: svc-$i}
-  ports: [{name: tcp, port: 80, targetPort: 8080}]
-EOF
-  done
-} | k c2 -n "$NS" apply -f - >/dev/null
-k c1 -n "$NS" apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  containers:
-  - {name: client, image: nicolaka/netshoot:v0.15, args: ["sleep", "infinity"]}
-EOF
+lab_namespace c2 "$NS"
+for i in $(seq "$N"); do echo_service_yaml "svc-$i" 1 "c2 svc-$i"; done | k c2 -n "$NS" apply -f - >/dev/null
+lab_client_pod c1 "$NS"
 log "waiting for $N echo pods in c2 and the client in c1"
 k c2 -n "$NS" wait --for=condition=Available --timeout=120s deployment --all >/dev/null
 for _ in $(seq 240); do in_client true 2>/dev/null && break; sleep 0.5; done

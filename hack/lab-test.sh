@@ -8,6 +8,7 @@ HACK=$(cd "$(dirname "$0")" && pwd)
 ATOLL_ENV_DIR=${ATOLL_LAB_DIR:-${ATOLL_CACHE:-$HOME/.cache/atoll}/lab}/env
 . "$HACK/lib.sh"
 . "$HACK/lab-net.sh"
+. "$HACK/lab-workloads.sh"
 NS=lab-traffic
 SVC=echo
 CONNECTIONS=${LAB_CONNECTIONS:-100}
@@ -16,7 +17,7 @@ PROPAGATION=${LAB_PROPAGATION_SECONDS:-20}
 
 "$HACK/lab.sh" check || die "the lab is not isolated: no traffic test runs"
 
-k() { local c=$1; shift; ip netns exec "$LAB_NETNS" kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$c" "$@"; }
+k() { lab_kubectl "$@"; }
 in_pod() { local c=$1 pod=$2; shift 2; "$HACK/lab.sh" pod-exec "$c" "$NS" "$pod" "$@"; }
 
 passed=0 failed=0
@@ -31,48 +32,12 @@ eventually() { # seconds command...
   until "$@"; do [ $SECONDS -lt $deadline ] || return 1; sleep 0.5; done
 }
 
-echo_workload() { # cluster -> a Deployment of 2 echo pods and the Service, exported
-  k "$1" create namespace "$NS" --dry-run=client -o yaml | k "$1" apply -f - >/dev/null
-  k "$1" -n "$NS" apply -f - >/dev/null <<EOF
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $SVC}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: $SVC}}
-  template:
-    metadata: {labels: {app: $SVC}}
-    spec:
-      containers:
-      - name: echo
-        image: atoll.lab/echo
-        command: ["socat", "TCP-LISTEN:8080,fork,reuseaddr", "SYSTEM:echo \$CLUSTER \$HOSTNAME"]
-        env: [{name: CLUSTER, value: "$1"}]
-        ports: [{name: tcp, containerPort: 8080}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: $SVC}
-spec:
-  selector: {app: $SVC}
-  ports: [{name: tcp, port: 80, targetPort: 8080}]
----
-apiVersion: multicluster.x-k8s.io/v1alpha1
-kind: ServiceExport
-metadata: {name: $SVC}
-EOF
-}
-
-client_pod() {
-  k c1 create namespace "$NS" --dry-run=client -o yaml | k c1 apply -f - >/dev/null
-  k c1 -n "$NS" apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  containers:
-  - {name: client, image: nicolaka/netshoot:v0.15, args: ["sleep", "infinity"]}
-EOF
+echo_workload() { # cluster -> a Deployment of 2 echo pods ("<cluster> <pod>") and the Service, exported
+  lab_namespace "$1" "$NS"
+  {
+    echo_service_yaml "$SVC" 2 "$1 \$HOSTNAME"
+    printf -- '---\napiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceExport\nmetadata: {name: %s}\n' "$SVC"
+  } | k "$1" -n "$NS" apply -f - >/dev/null
 }
 
 # A headless StatefulSet of 2 in c2 (pods web-0, web-1 with hostnames), exported.
@@ -149,7 +114,7 @@ name_connects() {
 log "workloads: echo in c2 and c3, client in c1"
 echo_workload c2
 echo_workload c3
-client_pod
+lab_client_pod c1 "$NS"
 eventually 60 pod_ready c1 client || die "the client pod has no lab namespace"
 eventually 60 test -n "$(clusterset_ip)" || die "no ServiceImport $NS/$SVC in c1"
 ip=$(clusterset_ip)
