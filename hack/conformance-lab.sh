@@ -9,9 +9,7 @@
 # `conformance (lab): N passed, N failed`). Report: target/conformance-lab/.
 set -euo pipefail
 HACK=$(cd "$(dirname "$0")" && pwd)
-ATOLL_ENV_DIR=${ATOLL_LAB_DIR:-${ATOLL_CACHE:-$HOME/.cache/atoll}/lab}/env
-. "$HACK/lib.sh"
-. "$HACK/lab-net.sh"
+. "$HACK/lab-env.sh"
 cd "$REPO_DIR"
 SUITE_VERSION=v0.5.0
 export MCS_CONFORMANCE_OUT=${MCS_CONFORMANCE_OUT:-$ATOLL_CACHE/mcs-conformance-$SUITE_VERSION}
@@ -45,7 +43,7 @@ run() {
   "$HACK/lab.sh" check || die "the lab is not isolated: the suite does not run"
   rm -rf "$OUT"; mkdir -p "$OUT"
   local status=0 version
-  version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)+$(git rev-parse --short=12 HEAD)
+  version=$(atoll_version)
   log "running all $EXPECTED_SPECS specs of the upstream suite inside the lab on $CONTEXTS"
   (cd "$OUT" && ip netns exec "$LAB_NETNS" env ATOLL_LAB_NETNS="$LAB_NETNS" "$SUITE" \
     --kubeconfig="$ATOLL_ENV_DIR/kubeconfig" --contexts="$CONTEXTS" \

@@ -45,16 +45,6 @@ build() {
   log "conformance suite built in $((SECONDS - start)) s"
 }
 
-# Atoll's version for the report: the crate version plus the git revision (and -dirty when the
-# work tree has uncommitted changes).
-atoll_version() {
-  local version rev
-  version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
-  rev=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-  git diff --quiet HEAD 2>/dev/null || rev+=-dirty
-  echo "$version+$rev"
-}
-
 # `Ran N of M Specs` of a dry run with the guards: no spec body runs, no cluster is contacted.
 guarded_spec_count() {
   local dir; dir=$(mktemp -d)

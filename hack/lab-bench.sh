@@ -7,9 +7,7 @@
 # timeout, retried every 0.1 s. Prints p50/p99 of both and the lab's RSS.
 set -euo pipefail
 HACK=$(cd "$(dirname "$0")" && pwd)
-ATOLL_ENV_DIR=${ATOLL_LAB_DIR:-${ATOLL_CACHE:-$HOME/.cache/atoll}/lab}/env
-. "$HACK/lib.sh"
-. "$HACK/lab-net.sh"
+. "$HACK/lab-env.sh"
 . "$HACK/lab-workloads.sh"
 NS=lab-bench
 N=${LAB_BENCH_SERVICES:-20}

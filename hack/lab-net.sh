@@ -1,4 +1,4 @@
-# The data-plane lab's network, sourced by hack/lab.sh and hack/lab-pods.sh. Every namespace and
+# The data-plane lab's network, sourced by hack/lab-env.sh. Every namespace and
 # link is created from inside a lab namespace (never in the host's) and every namespace is
 # recorded in $NETNS_FILE, the only ones `hack/lab.sh down` deletes.
 #
@@ -11,9 +11,6 @@
 # from a pod): no namespace of the lab has a default route, so a packet to anywhere else is
 # refused by the kernel at once.
 # shellcheck shell=bash
-LAB_NETNS=${ATOLL_LAB_NETNS:-atoll-lab}
-LAB_DIR=${ATOLL_LAB_DIR:-${ATOLL_CACHE:-$HOME/.cache/atoll}/lab}
-NETNS_FILE=$LAB_DIR/netns
 LAB_BRIDGE=labbr0
 # The address every pod's default-less route points at: each pod veth's node side holds it.
 POD_GATEWAY=169.254.1.1
@@ -50,7 +47,6 @@ netns_delete() { # name
 node_netns() { echo "$LAB_NETNS-$1"; }     # cN -> atoll-lab-cN
 node_ip() { echo "10.255.0.$(cluster_number "$1")"; }
 pod_cidr() { echo "10.$((200 + $(cluster_number "$1"))).0.0/24"; }
-service_cidr() { echo "10.$((100 + $(cluster_number "$1"))).0.0/16"; }
 # The cluster DNS Service's ClusterIP (kube-system/kube-dns), as kubeadm picks it: the tenth
 # address of the service range.
 dns_service_ip() { echo "10.$((100 + $(cluster_number "$1"))).0.10"; }

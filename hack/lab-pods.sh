@@ -8,13 +8,11 @@
 # loses its processes and its namespace. State: $LAB_DIR/pods/cN/<uid>/ (pod, pids, scripts).
 # Usage: hack/lab-pods.sh cN
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
-. "$HACK_DIR/lab-net.sh"
+. "$(dirname "$0")/lab-env.sh"
 c=${1:?usage: hack/lab-pods.sh cN}
 cluster_number "$c" >/dev/null
 STATE=$LAB_DIR/pods/$c
 mkdir -p "$STATE"
-kc=(--kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$c")
 
 start_pod() { # uid ip namespace name
   local uid=$1 ip=$2 kns=$3 name=$4 ns dir script
@@ -51,7 +49,7 @@ stop_all() {
 trap stop_all EXIT
 trap 'exit 0' TERM INT
 while true; do
-  if listing=$(ip netns exec "$LAB_NETNS" kubectl "${kc[@]}" get pods -A --field-selector "spec.nodeName=$c-node-0" -o json 2>/dev/null |
+  if listing=$(lab_kubectl "$c" get pods -A --field-selector "spec.nodeName=$c-node-0" -o json 2>/dev/null |
     python3 "$HACK_DIR/lab_pods.py" "$STATE"); then
     declare -A running=()
     while read -r uid ip kns name; do

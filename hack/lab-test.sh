@@ -5,9 +5,7 @@
 # one fails. Prints "lab traffic: N passed, N failed". Usage: hack/lab-test.sh
 set -euo pipefail
 HACK=$(cd "$(dirname "$0")" && pwd)
-ATOLL_ENV_DIR=${ATOLL_LAB_DIR:-${ATOLL_CACHE:-$HOME/.cache/atoll}/lab}/env
-. "$HACK/lib.sh"
-. "$HACK/lab-net.sh"
+. "$HACK/lab-env.sh"
 . "$HACK/lab-workloads.sh"
 NS=lab-traffic
 SVC=echo
@@ -20,11 +18,6 @@ PROPAGATION=${LAB_PROPAGATION_SECONDS:-20}
 k() { lab_kubectl "$@"; }
 in_pod() { local c=$1 pod=$2; shift 2; "$HACK/lab.sh" pod-exec "$c" "$NS" "$pod" "$@"; }
 
-passed=0 failed=0
-expect() { # description command...
-  local what=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $what"; else failed=$((failed + 1)); echo "FAIL $what"; fi
-}
 
 # Waits up to $1 seconds for a command to succeed.
 eventually() { # seconds command...

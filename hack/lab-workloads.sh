@@ -1,9 +1,6 @@
 # Workloads of the lab's test scripts (hack/lab-test.sh, hack/lab-bench.sh), sourced after
-# lib.sh and lab-net.sh: kubectl inside the lab, the client pod, echo services.
+# lab-env.sh: the client pod, echo services.
 # shellcheck shell=bash
-
-# kubectl on cluster cN, run inside the lab namespace (where the apiservers listen).
-lab_kubectl() { local c=$1; shift; ip netns exec "$LAB_NETNS" kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$c" "$@"; }
 
 lab_namespace() { # cN namespace
   lab_kubectl "$1" create namespace "$2" --dry-run=client -o yaml | lab_kubectl "$1" apply -f - >/dev/null

@@ -1,38 +1,28 @@
 #!/usr/bin/env bash
 # The data-plane lab: the local ClusterSet run inside network namespace `atoll-lab`
 # (ATOLL_LAB_NETNS), which has no route out: no default route, no link to the host's namespace,
-# only its own loopback (and, later, veths to namespaces the lab itself creates and records in
-# $LAB_DIR/netns). Whatever runs there — control planes, agents, DNS servers — and whatever a
-# test sends from there, even to a wrong address, cannot leave the machine.
+# only its own loopback, a bridge and veths to the namespaces the lab itself creates and records
+# in $LAB_DIR/netns (nodes and pods, hack/lab-net.sh). Whatever runs there — control planes,
+# agents, kube-proxy, DNS servers, pods — and whatever a test sends from there, even to a wrong
+# address, cannot leave the machine.
 #
-#   hack/lab.sh up      create the namespace, check its isolation, start the ClusterSet, agents
-#                       and DNS servers inside it (state in ~/.cache/atoll/lab/env)
+#   hack/lab.sh up      create the namespace, check its isolation, start the ClusterSet and
+#                       agents inside it and each cluster's node (kube-proxy, CoreDNS, atoll dns,
+#                       pod runner), check again (state in ~/.cache/atoll/lab/env)
 #   hack/lab.sh check   the isolation checks alone (exit 1 if one fails)
 #   hack/lab.sh down    stop what `up` started (by recorded pids) and delete the namespaces the
 #                       lab recorded
 #   hack/lab.sh netns   create the namespace only (what the isolation test checks)
 #   hack/lab.sh exec CMD...  run CMD inside the lab with ATOLL_ENV_DIR pointing at its state
+#   hack/lab.sh pod-exec cN NAMESPACE POD CMD...  run CMD in a pod's namespace (and resolver)
 set -euo pipefail
-# The lab's ClusterSet keeps its state apart from the host's (~/.cache/atoll/lab/env).
-ATOLL_ENV_DIR=${ATOLL_LAB_DIR:-${ATOLL_CACHE:-$HOME/.cache/atoll}/lab}/env
-. "$(dirname "$0")/lib.sh"
-. "$HACK_DIR/lab-net.sh"
-LAB_ENV_DIR=$ATOLL_ENV_DIR
+. "$(dirname "$0")/lab-env.sh"
 ATOLL=${ATOLL:-$REPO_DIR/target/debug/atoll}
 
-in_lab() { ip netns exec "$LAB_NETNS" env ATOLL_ENV_DIR="$LAB_ENV_DIR" "$@"; }
+in_lab() { ip netns exec "$LAB_NETNS" env ATOLL_ENV_DIR="$ATOLL_ENV_DIR" "$@"; }
 
 create() { netns_create "$LAB_NETNS"; log "network namespace $LAB_NETNS ready"; }
 
-passed=0 failed=0
-expect() { # description command...
-  local what=$1; shift
-  if "$@"; then
-    passed=$((passed + 1)); echo "ok   $what"
-  else
-    failed=$((failed + 1)); echo "FAIL $what"
-  fi
-}
 
 no_default_route() { # netns
   [ -z "$(ip -n "$1" -4 route show default)" ] && [ -z "$(ip -n "$1" -6 route show default)" ]
@@ -129,25 +119,25 @@ node_up() { # cN all-clusters...
   node_net_up "$@"
   # The apiserver listens on the lab's loopback; on the node's own loopback, socat takes each
   # connection into the lab namespace with `ip netns exec`, so kubeconfigs work unchanged.
-  server=$(kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" config view -o jsonpath="{.clusters[?(@.name==\"kwok-$c\")].cluster.server}")
+  server=$(kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" config view -o jsonpath="{.clusters[?(@.name==\"kwok-$c\")].cluster.server}")
   port=${server##*:}
-  printf '#!/bin/sh\nexec ip netns exec %s socat STDIO TCP:127.0.0.1:%s\n' "$LAB_NETNS" "$port" >"$LAB_ENV_DIR/apiserver-link-$c.sh"
-  chmod +x "$LAB_ENV_DIR/apiserver-link-$c.sh"
-  proc_start "apiserver-link-$c" ip netns exec "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "EXEC:$LAB_ENV_DIR/apiserver-link-$c.sh"
-  kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" config view --raw --minify --flatten --context "kwok-$c" >"$LAB_ENV_DIR/node-$c.kubeconfig"
+  printf '#!/bin/sh\nexec ip netns exec %s socat STDIO TCP:127.0.0.1:%s\n' "$LAB_NETNS" "$port" >"$ATOLL_ENV_DIR/apiserver-link-$c.sh"
+  chmod +x "$ATOLL_ENV_DIR/apiserver-link-$c.sh"
+  proc_start "apiserver-link-$c" ip netns exec "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "EXEC:$ATOLL_ENV_DIR/apiserver-link-$c.sh"
+  kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" config view --raw --minify --flatten --context "kwok-$c" >"$ATOLL_ENV_DIR/node-$c.kubeconfig"
 
   # kube-proxy's node address (kwok leaves the fake node without one): the node namespace's.
-  in_lab kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" --context "kwok-$c" patch node "$c-node-0" \
+  lab_kubectl "$c" patch node "$c-node-0" \
     --subresource=status --type=merge >/dev/null \
     -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$(node_ip "$c")\"},{\"type\":\"Hostname\",\"address\":\"$c-node-0\"}]}}"
   # Written only when it changes: kube-proxy exits when its configuration file does.
-  write_if_changed "$LAB_ENV_DIR/kube-proxy-$c.yaml" <<EOF
+  write_if_changed "$ATOLL_ENV_DIR/kube-proxy-$c.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: nftables
 hostnameOverride: $c-node-0
 clientConnection:
-  kubeconfig: $LAB_ENV_DIR/node-$c.kubeconfig
+  kubeconfig: $ATOLL_ENV_DIR/node-$c.kubeconfig
 bindAddress: $(node_ip "$c")
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
@@ -161,10 +151,10 @@ conntrack:
   udpTimeout: 0s
   udpStreamTimeout: 0s
 EOF
-  proc_start "kube-proxy-$c" ip netns exec "$ns" kube-proxy --config "$LAB_ENV_DIR/kube-proxy-$c.yaml"
+  proc_start "kube-proxy-$c" ip netns exec "$ns" kube-proxy --config "$ATOLL_ENV_DIR/kube-proxy-$c.yaml"
 
   # The cluster DNS: the kube-dns Service at the usual address, its endpoint the node's CoreDNS.
-  in_lab kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" --context "kwok-$c" apply -f - >/dev/null <<EOF
+  lab_kubectl "$c" apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Service
 metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
@@ -189,7 +179,7 @@ ports:
 - {name: dns-tcp, port: 53, protocol: TCP}
 EOF
   admin=$(dns_admin_port "$c")
-  proc_start "dns-$c" ip netns exec "$ns" "$ATOLL" dns --kubeconfig "$LAB_ENV_DIR/dns-$c.kubeconfig" \
+  proc_start "dns-$c" ip netns exec "$ns" "$ATOLL" dns --kubeconfig "$ATOLL_ENV_DIR/dns-$c.kubeconfig" \
     --listen "127.0.0.1:$(dns_port "$c")" --admin-address "127.0.0.1:$admin"
   {
     cat <<EOF
@@ -197,7 +187,7 @@ EOF
     bind $(node_ip "$c")
     errors
     kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig $LAB_ENV_DIR/node-$c.kubeconfig kwok-$c
+        kubeconfig $ATOLL_ENV_DIR/node-$c.kubeconfig kwok-$c
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
     }
@@ -205,10 +195,10 @@ EOF
 EOF
     # The block the README documents (`atoll coredns print`), pointing at this node's atoll dns.
     "$ATOLL" coredns print --target "127.0.0.1:$(dns_port "$c")" --bind "$(node_ip "$c")"
-  } >"$LAB_ENV_DIR/Corefile-$c"
-  proc_start "coredns-$c" ip netns exec "$ns" env GOMAXPROCS=1 coredns -conf "$LAB_ENV_DIR/Corefile-$c"
+  } >"$ATOLL_ENV_DIR/Corefile-$c"
+  proc_start "coredns-$c" ip netns exec "$ns" env GOMAXPROCS=1 coredns -conf "$ATOLL_ENV_DIR/Corefile-$c"
   # From the host namespace, as node_up: namespaces it adds must be visible to every `ip netns`.
-  proc_start "pods-$c" env ATOLL_ENV_DIR="$LAB_ENV_DIR" "$HACK_DIR/lab-pods.sh" "$c"
+  proc_start "pods-$c" "$HACK_DIR/lab-pods.sh" "$c"
   wait_http_in "kube-proxy-$c" "$ns" 10256 /healthz
   wait_http_in "dns-$c" "$ns" "$admin" /readyz
 }
@@ -236,7 +226,7 @@ up() {
   # And again, now that every namespace and link of the lab exists.
   passed=0 failed=0
   check
-  log "lab up in $((SECONDS - started)) s; kubeconfig $LAB_ENV_DIR/kubeconfig (hack/lab.sh exec kubectl ...; hack/lab.sh pod-exec cN NAMESPACE POD CMD...)"
+  log "lab up in $((SECONDS - started)) s; kubeconfig $ATOLL_ENV_DIR/kubeconfig (hack/lab.sh exec kubectl ...; hack/lab.sh pod-exec cN NAMESPACE POD CMD...)"
 }
 
 down() {
@@ -260,7 +250,7 @@ down() {
 # Runs a command inside pod NAMESPACE/POD of cluster cN (its network namespace and resolver).
 pod_exec() { # cN namespace pod command...
   local c=$1 uid ns
-  uid=$(in_lab kubectl --kubeconfig "$LAB_ENV_DIR/kubeconfig" --context "kwok-$c" -n "$2" get pod "$3" -o jsonpath='{.metadata.uid}')
+  uid=$(lab_kubectl "$c" -n "$2" get pod "$3" -o jsonpath='{.metadata.uid}')
   ns=$(pod_netns "$uid")
   netns_exists "$ns" || die "pod $2/$3 of $c has no lab namespace (not Running on the lab node yet?)"
   shift 3

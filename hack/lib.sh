@@ -18,6 +18,16 @@ export PATH="$K8S_BIN:$ETCD_BIN:$KWOK_BIN:$COREDNS_BIN:$CRANE_BIN:$HELM_BIN:$PAT
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# Atoll's version for conformance reports: the crate version plus the git revision (and -dirty
+# when the work tree has uncommitted changes).
+atoll_version() {
+  local version rev
+  version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_DIR/Cargo.toml" | head -1)
+  rev=$(git -C "$REPO_DIR" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+  git -C "$REPO_DIR" diff --quiet HEAD 2>/dev/null || rev+=-dirty
+  echo "$version+$rev"
+}
+
 # Pids of every process of the running local ClusterSet, one per line (from kwokctl's pid files).
 env_pids() {
   local f
