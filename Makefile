@@ -17,69 +17,69 @@ build: ## Build the atoll binary
 demo: setup build ## The main job: bring up a local ClusterSet and show Atoll working in it (fails loudly, else ends with "demo: OK")
 	hack/demo.sh
 
-test: ## fmt check, clippy -D warnings, unit + integration tests (brings the local ClusterSet up and down)
+test: setup ## fmt check, clippy -D warnings, unit + integration tests (brings the local ClusterSet up and down)
 	hack/test.sh
 
 lint: ## fmt check and clippy only
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
-tools: ## Build (once, cached in ~/.cache/atoll) kube-apiserver, etcd, kwok, CoreDNS
+tools: setup ## Build (once, cached in ~/.cache/atoll) kube-apiserver, etcd, kwok, CoreDNS
 	hack/build-tools.sh
 
-env-up: tools build ## Start the local ClusterSet (3 kwok clusters on 127.0.0.1)
+env-up: setup tools build ## Start the local ClusterSet (3 kwok clusters on 127.0.0.1)
 	hack/env-up.sh
 
 env-down: ## Stop exactly what env-up started
 	hack/env-down.sh
 
-bench: ## Propagation benchmark (release build): latencies, writes per change, idle writes
+bench: setup ## Propagation benchmark (release build): latencies, writes per change, idle writes
 	hack/bench.sh
 
-bench-scale: ## Scale envelope: 10x100, 20x100, 50x200 simulated clusters x services imported by one real member (converge, latencies, RSS, CPU, writes)
+bench-scale: setup ## Scale envelope: 10x100, 20x100, 50x200 simulated clusters x services imported by one real member (converge, latencies, RSS, CPU, writes)
 	hack/bench-scale.sh
 
-bench-dns: ## atoll dns vs CoreDNS: QPS, p50/p99, RSS at 10/1000/10000 services, plus a differential check
+bench-dns: setup ## atoll dns vs CoreDNS: QPS, p50/p99, RSS at 10/1000/10000 services, plus a differential check
 	hack/bench-dns.sh
 
 fuzz: ## Coverage-guided fuzzing of the DNS query path (FUZZ_SECONDS, default 60; needs nightly)
 	hack/fuzz.sh
 
-conformance: ## The upstream MCS conformance suite (16 API-level specs) on the local ClusterSet with Atoll
+conformance: setup ## The upstream MCS conformance suite (16 API-level specs) on the local ClusterSet with Atoll
 	hack/conformance.sh
 
 conformance-report: conformance ## Run the suite and keep its report.yaml in docs/conformance/ (published layout)
 	hack/conformance-report.sh
 
-image: ## The container image as an OCI archive in target/image/ (static musl binary FROM scratch, built with crane)
+image: setup ## The container image as an OCI archive in target/image/ (static musl binary FROM scratch, built with crane)
 	hack/image.sh
 
 image-test: image ## Unpack the image and run atoll --version from its root filesystem; static, small, non-root
 	hack/image-test.sh
 
-chart-lint: tools ## helm lint charts/atoll in every mode
+chart-lint: setup tools ## helm lint charts/atoll in every mode
 	hack/chart.sh lint
 
-chart-template: tools ## Render charts/atoll into target/chart/ and count its lines
+chart-template: setup tools ## Render charts/atoll into target/chart/ and count its lines
 	hack/chart.sh template
 
-chart-test: tools build ## Offline checks of the chart (lint, template, files in sync with atoll, security, RBAC)
+chart-test: setup tools build ## Offline checks of the chart (lint, template, files in sync with atoll, security, RBAC)
 	hack/chart.sh test
 
-chart-dry-run: ## Server-side dry-run of the chart on the running local ClusterSet, CRD no-downgrade rule
+chart-dry-run: setup ## Server-side dry-run of the chart on the running local ClusterSet, CRD no-downgrade rule
 	hack/chart.sh dry-run
 
-lab-up: tools build ## The data-plane lab: the local ClusterSet inside network namespace atoll-lab, which has no route out (isolation checked first)
+lab-up: setup tools build ## The data-plane lab: the local ClusterSet inside network namespace atoll-lab, which has no route out (isolation checked first)
 	hack/lab.sh up
 
 lab-down: ## Stop the lab (by recorded pids) and delete the namespaces it created
 	hack/lab.sh down
 
-lab-check: ## The lab's isolation checks: no default route, no link out, outside addresses unreachable
+lab-check: setup ## The lab's isolation checks: no default route, no link out, outside addresses unreachable
 	hack/lab.sh check
 
-lab-test: ## Traffic tests in the running lab: ClusterSetIP, clusterset.local through the pod's resolver, dead cluster, unexport
+lab-test: setup ## Traffic tests in the running lab: ClusterSetIP, clusterset.local through the pod's resolver, dead cluster, unexport
 	hack/lab-test.sh
 
-conformance-full: tools build ## All 27 upstream specs (Connectivity and DNS included) inside the lab (starts it), report in target/conformance-lab
+conformance-full: setup tools build ## All 27 upstream specs (Connectivity and DNS included) inside the lab (starts it), report in target/conformance-lab
 	hack/conformance-lab.sh all

@@ -21,10 +21,9 @@ BEFORE_PORT=15392
 WORK=$ATOLL_ENV_DIR/bench-dns
 mkdir -p "$WORK"
 
-command -v dnsperf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsperf >/dev/null; }
-command -v dig >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bind9-dnsutils >/dev/null
 cargo build --locked --release -p atoll -p atoll-bench
 "$HACK_DIR/build-tools.sh" coredns
+require dnsperf dig coredns
 # A quiet machine: a fresh ClusterSet of one cluster (the DNS servers only read c1), no agents;
 # other control planes and leftovers of earlier runs would compete for the two CPUs.
 "$HACK_DIR/env-down.sh"

@@ -10,7 +10,7 @@ set -Eeuo pipefail
 # Any command that fails without its own message still names itself.
 trap 'log "demo: FAILED at hack/demo.sh line $LINENO: $BASH_COMMAND"' ERR
 fail() { die "demo: FAILED at step '$1': $2"; }
-command -v dig >/dev/null || fail "tools" "dig is not installed: run hack/setup.sh (make demo does)"
+require dig
 "$HACK_DIR/env-up.sh"
 "$HACK_DIR/agents.sh" start
 "$HACK_DIR/dns.sh" start

@@ -13,7 +13,9 @@ KUBECONFIG_FILE=$ATOLL_ENV_DIR/kubeconfig
 export KWOK_WORKDIR=$ATOLL_ENV_DIR/kwok
 ATOLL=${ATOLL:-$REPO_DIR/target/debug/atoll}
 [ -x "$ATOLL" ] || die "$ATOLL is missing: run 'cargo build -p atoll' (make env-up does)"
-"$HACK_DIR/build-tools.sh" k8s etcd kwok
+# helm renders the chart's RBAC and admission policies into every member.
+"$HACK_DIR/build-tools.sh" k8s etcd kwok helm
+require kubectl kube-apiserver etcd kwokctl kwok helm
 
 cluster_ready() {
   kubectl --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$1" get --raw /readyz >/dev/null 2>&1

@@ -23,10 +23,7 @@ ARCHIVE=$OUT/atoll-$VERSION.oci.tar
 "$HACK_DIR/build-tools.sh" crane
 rustup target list --installed | grep -qx "$TARGET" || rustup target add "$TARGET"
 # ring compiles C for the target: musl-gcc comes with Debian's musl-tools.
-command -v musl-gcc >/dev/null || {
-  log "installing Debian's musl-tools"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null
-}
+require musl-gcc crane tar
 log "building a static atoll ($TARGET, release)"
 cargo build --release --locked --target "$TARGET" -p atoll
 BINARY=$REPO_DIR/target/$TARGET/release/atoll

@@ -207,17 +207,10 @@ up() {
   create
   # Isolation first: nothing starts in a namespace that could reach out.
   check
-  local started=$SECONDS c clusters missing=()
-  # kube-proxy's nft, the apiserver links' and the listeners' socat, the clients' nc and dig.
-  command -v nft >/dev/null || missing+=(nftables)
-  command -v socat >/dev/null || missing+=(socat)
-  command -v nc >/dev/null || missing+=(netcat-openbsd)
-  command -v dig >/dev/null || missing+=(bind9-dnsutils)
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing Debian packages: ${missing[*]}"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
+  local started=$SECONDS c clusters
   "$HACK_DIR/build-tools.sh" k8s kube-proxy etcd kwok coredns helm >/dev/null
+  # kube-proxy's nft, the apiserver links' and the listeners' socat, the clients' nc and dig.
+  require nft socat nc dig ip python3 kubectl kube-proxy etcd kwokctl coredns helm
   in_lab "$HACK_DIR/env-up.sh"
   in_lab "$HACK_DIR/agents.sh" start
   clusters=$(clusters_or)

@@ -15,8 +15,47 @@ HELM_BIN=$ATOLL_CACHE/helm-$HELM_VERSION/bin
 ATOLL_ENV_DIR=${ATOLL_ENV_DIR:-$ATOLL_CACHE/env}
 export PATH="$K8S_BIN:$ETCD_BIN:$KWOK_BIN:$COREDNS_BIN:$CRANE_BIN:$HELM_BIN:$PATH"
 
+# Go reaches modules only through the configured module proxy, never a module's origin: the
+# `direct` (and `off`) entries of GOPROXY are dropped for every Go call of every script (and of
+# the scripts they run), no module is private (private modules bypass the proxy), and the
+# toolchain is the installed one (no toolchain download). With no proxy left, Go is offline.
+go_proxy_only() { # GOPROXY value -> the same list without direct/off ("off" if nothing is left)
+  local entry out=()
+  for entry in $(tr ',|' '  ' <<<"$1"); do
+    case $entry in direct | off | "") ;; *) out+=("$entry") ;; esac
+  done
+  if [ ${#out[@]} -eq 0 ]; then echo off; else (IFS=,; echo "${out[*]}"); fi
+}
+if [ -z "${ATOLL_GO_PINNED:-}" ] && command -v go >/dev/null 2>&1; then
+  GOPROXY=$(go_proxy_only "$(go env GOPROXY)")
+  export GOPROXY GOPRIVATE= GONOPROXY= GOTOOLCHAIN=local ATOLL_GO_PINNED=1
+fi
+
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# Where each program a script may need comes from: the make target that provides it (and the
+# package or tool name behind it). `require` checks a script's programs up front and names it.
+declare -A PROVIDER=(
+  [kube-apiserver]="make tools (hack/build-tools.sh k8s)" [kubectl]="make tools (hack/build-tools.sh k8s)"
+  [kube-controller-manager]="make tools (hack/build-tools.sh k8s)" [kube-scheduler]="make tools (hack/build-tools.sh k8s)"
+  [kube-proxy]="make lab-up (hack/build-tools.sh kube-proxy)" [etcd]="make tools (hack/build-tools.sh etcd)"
+  [kwokctl]="make tools (hack/build-tools.sh kwok)" [kwok]="make tools (hack/build-tools.sh kwok)"
+  [coredns]="make tools (hack/build-tools.sh coredns)" [helm]="make tools (hack/build-tools.sh helm)"
+  [crane]="make image (hack/build-tools.sh crane)"
+  [dig]="make setup (Debian bind9-dnsutils)" [openssl]="make setup (Debian openssl)"
+  [musl-gcc]="make setup (Debian musl-tools)" [nft]="make setup (Debian nftables)"
+  [socat]="make setup (Debian socat)" [nc]="make setup (Debian netcat-openbsd)"
+  [ip]="make setup (Debian iproute2)" [dnsperf]="make setup (Debian dnsperf)"
+  [unshare]="make setup (Debian util-linux)" [python3]="make setup (Debian python3)"
+  [go]="the machine's Go toolchain (preinstalled)" [cargo]="the machine's Rust toolchain (preinstalled)"
+)
+require() { # program...
+  local p missing=()
+  for p in "$@"; do command -v "$p" >/dev/null 2>&1 || missing+=("$p: run ${PROVIDER[$p]:-make setup}")
+  done
+  [ ${#missing[@]} -eq 0 ] || die "$(basename "$0"): missing programs: $(printf '%s; ' "${missing[@]}")"
+}
 
 # Atoll's version for conformance reports: the crate version plus the git revision (and -dirty
 # when the work tree has uncommitted changes).

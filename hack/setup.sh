@@ -11,12 +11,17 @@ command -v cargo >/dev/null || die "cargo is not installed"
 need_rust_component rustfmt
 need_rust_component clippy
 
-# Debian packages: dig (DNS checks), openssl, musl-tools, python3-yaml. Only touch apt when something is missing.
+# Debian packages, the only place they are installed: each program any script or target uses,
+# with the package that provides it. Only touch apt when something is missing.
+declare -A PACKAGE=(
+  [dig]=bind9-dnsutils [openssl]=openssl [musl-gcc]=musl-tools [nft]=nftables [socat]=socat
+  [nc]=netcat-openbsd [ip]=iproute2 [dnsperf]=dnsperf [unshare]=util-linux
+)
 missing=()
-command -v dig >/dev/null || missing+=(bind9-dnsutils)
-command -v openssl >/dev/null || missing+=(openssl)
-# The chart and image tests: musl-gcc for the static binary, PyYAML to read rendered manifests.
-command -v musl-gcc >/dev/null || missing+=(musl-tools)
+for program in "${!PACKAGE[@]}"; do
+  command -v "$program" >/dev/null || missing+=("${PACKAGE[$program]}")
+done
+# PyYAML reads rendered manifests in the chart tests.
 python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
