@@ -5,18 +5,19 @@
 //! mandatory, while upstream ServiceExports routinely have no spec at all; hence this small
 //! macro: it writes the root struct (`metadata`, optional `spec`, optional `status`), its
 //! `kube::Resource` impl, a serializer that emits `apiVersion`/`kind`, and lossless `From`
-//! conversions between the versions.
+//! conversions between the versions. The group, spec and status are names of the invoking
+//! module, which each generated version module reaches as `super::<name>`.
 
 macro_rules! versioned_objects {
     (
-        group: $group:expr,
+        group: $group:ident,
         $(
             $(#[$doc:meta])*
             $kind:ident {
                 plural: $plural:literal,
                 scope: $scope:ident,
-                spec: $spec:ty,
-                status: $status:ty,
+                spec: $spec:ident,
+                status: $status:ident,
             }
         )+
     ) => {
@@ -37,11 +38,9 @@ macro_rules! versioned_objects {
     };
     (@scope Namespaced) => { k8s_openapi::NamespaceResourceScope };
     (@scope Cluster) => { k8s_openapi::ClusterResourceScope };
-    (@version $version:ident, $group:expr, $( $(#[$doc:meta])* $kind:ident, $plural:literal, $scope:ident, $spec:ty, $status:ty; )+) => {
+    (@version $version:ident, $group:ident, $( $(#[$doc:meta])* $kind:ident, $plural:literal, $scope:ident, $spec:ident, $status:ident; )+) => {
         #[doc = concat!("Objects served at version `", stringify!($version), "`.")]
         pub mod $version {
-            #[allow(unused_imports)]
-            use super::*;
             use std::borrow::Cow;
             use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -57,15 +56,15 @@ macro_rules! versioned_objects {
                     pub metadata: ObjectMeta,
                     /// Desired state; upstream allows it to be absent.
                     #[serde(default)]
-                    pub spec: Option<$spec>,
+                    pub spec: Option<super::$spec>,
                     /// Observed state, written through the status subresource.
                     #[serde(default)]
-                    pub status: Option<$status>,
+                    pub status: Option<super::$status>,
                 }
 
                 impl $kind {
                     /// A new object with the given name and spec, no namespace and no status.
-                    pub fn new(name: &str, spec: Option<$spec>) -> Self {
+                    pub fn new(name: &str, spec: Option<super::$spec>) -> Self {
                         Self {
                             metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() },
                             spec,
@@ -82,7 +81,7 @@ macro_rules! versioned_objects {
                         Cow::Borrowed(stringify!($kind))
                     }
                     fn group(_: &()) -> Cow<'_, str> {
-                        Cow::Borrowed($group)
+                        Cow::Borrowed(super::$group)
                     }
                     fn version(_: &()) -> Cow<'_, str> {
                         Cow::Borrowed(VERSION)

@@ -10,8 +10,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
+use crate::cluster_set::{ClusterSet, Member};
 use crate::fixtures::{self, Port};
-use crate::{ClusterSet, Member, wait_for};
+use crate::wait::wait_for;
 
 /// How long imports may take to converge (the conformance suite allows 20 s).
 pub const CONVERGE: Duration = Duration::from_secs(20);
@@ -273,7 +274,7 @@ pub async fn settled_snapshot(
     ns: &str,
     name: &str,
 ) -> anyhow::Result<Vec<(String, String, String)>> {
-    crate::wait_for(
+    wait_for(
         &format!("{ns}/{name} to settle in every member"),
         Duration::from_secs(30),
         || async {

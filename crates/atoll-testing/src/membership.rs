@@ -8,7 +8,7 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client, Config};
 
-use crate::{ClusterSet, Member};
+use crate::cluster_set::{ClusterSet, Member};
 
 /// A hub client with the credentials `atoll join` stored in `member`'s Secret.
 pub async fn hub_client_of(member: &Member) -> anyhow::Result<Client> {

@@ -1,0 +1,52 @@
+//! The admin HTTP servers of the agents and DNS servers: plain GETs and their metrics.
+
+use anyhow::Context;
+
+use crate::mcs::CONVERGE;
+use crate::wait::wait_for;
+
+/// `(status code, body)` of `GET <path>` on the admin server at 127.0.0.1:`port` (HTTP/1.0).
+pub async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = format!("127.0.0.1:{port}");
+    let mut stream = tokio::net::TcpStream::connect(&address)
+        .await
+        .with_context(|| format!("admin server at {address}"))?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("no HTTP status from {address}: {head}"))?;
+    Ok((code, body.to_owned()))
+}
+
+/// The value of metric `name` (summed over its label sets) from the admin server on
+/// 127.0.0.1:`port`; 0 when the metric has no sample yet.
+pub async fn metric(port: u16, name: &str) -> anyhow::Result<f64> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    Ok(body
+        .lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// Waits until metric `name` on the admin server at 127.0.0.1:`port` is exactly `want`
+/// (gauges and counters hold whole numbers, so the comparison is exact).
+pub async fn wait_metric(port: u16, name: &str, want: f64) -> anyhow::Result<()> {
+    wait_for(
+        &format!("{name} = {want} on 127.0.0.1:{port}"),
+        CONVERGE,
+        || async {
+            let got = metric(port, name).await?;
+            Ok(if got == want { Ok(()) } else { Err(got) })
+        },
+    )
+    .await
+}
