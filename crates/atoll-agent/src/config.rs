@@ -19,7 +19,7 @@ pub struct AgentConfig {
     /// How long to wait after a change before reconciling, to batch bursts of events.
     pub debounce: Duration,
     /// This member's ClusterProfile on the hub, kept mirroring its ClusterProperties.
-    pub profile: Option<atoll_core::plan::ObjectKey>,
+    pub profile: Option<atoll_api::keys::ObjectKey>,
     /// How often the heartbeat Lease is renewed.
     pub heartbeat: Duration,
     /// How long a source cluster's heartbeat may stay unchanged before its endpoints are

@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_core::dirty::{Batch, Concerned, DirtyQueue};
-use atoll_core::plan::{ObjectKey, ServiceKey};
 use kube::Resource;
 use kube::runtime::watcher::Event;
 use tokio::sync::Notify;

@@ -1,8 +1,9 @@
 //! Kubernetes Events on ServiceExports. What to announce is decided by the plan
 //! (`atoll_core::announce`); this publishes it.
 
+use atoll_api::keys::ObjectKey;
 use atoll_core::announce::Announcement;
-use atoll_core::plan::{ExportStatus, ImportStatus, ObjectKey, Rejected};
+use atoll_core::plan::{ExportStatus, ImportStatus, Rejected};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 

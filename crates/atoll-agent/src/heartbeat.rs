@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use atoll_api::hub;
+use atoll_api::hub::{self, CLAIM_ANNOTATION, LAST_ERROR_ANNOTATION, LEASE_NAME};
 use atoll_core::ClusterId;
-use atoll_core::liveness::{CLAIM_ANNOTATION, Claim, LEASE_NAME, next_epoch};
+use atoll_core::liveness::{Claim, next_epoch};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -19,9 +19,6 @@ use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 use crate::writer::FIELD_MANAGER;
-
-/// Annotation on the heartbeat Lease: the member's last failed write (empty when none).
-pub const LAST_ERROR_ANNOTATION: &str = "hub.atoll.dev/last-error";
 
 /// How the heartbeat runs.
 #[derive(Clone, Copy, Debug)]

@@ -6,9 +6,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use atoll_api::keys::ServiceKey;
 use atoll_core::dirty::{Batch, Retries};
 use atoll_core::liveness::{self, Liveness, Tracker};
-use atoll_core::plan::{Feedback, Member, Plan, Published, Report, ServiceKey, claim_digest, plan};
+use atoll_core::plan::{Feedback, Member, Plan, Published, Report, claim_digest, plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Recorder, Reporter};
@@ -43,13 +44,13 @@ impl Reported {
         }
         self.rejected = rejected;
         let excluded: BTreeSet<ServiceKey> = report.excluded.iter().cloned().collect();
-        for (ns, name) in excluded.difference(&self.excluded) {
-            tracing::warn!(namespace = %ns, service = %name, "not importing: the ClusterSet's NamespacePolicy excludes the namespace");
+        for key in excluded.difference(&self.excluded) {
+            tracing::warn!(namespace = %key.namespace, service = %key.name, "not importing: the ClusterSet's NamespacePolicy excludes the namespace");
         }
         self.excluded = excluded;
         let skipped: BTreeSet<ServiceKey> = report.skipped.iter().cloned().collect();
-        for (ns, name) in skipped.difference(&self.skipped) {
-            tracing::warn!(namespace = %ns, service = %name, "not importing: the namespace does not exist in this cluster; create it to receive the import");
+        for key in skipped.difference(&self.skipped) {
+            tracing::warn!(namespace = %key.namespace, service = %key.name, "not importing: the namespace does not exist in this cluster; create it to receive the import");
         }
         self.skipped = skipped;
     }
@@ -244,7 +245,7 @@ pub async fn run_loop(
                         observed
                             .service_keys()
                             .into_iter()
-                            .filter(|(ns, _)| namespaces.contains(ns)),
+                            .filter(|key| namespaces.contains(&key.namespace)),
                     );
                 }
                 Some(services)
@@ -343,12 +344,13 @@ pub async fn run_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use atoll_core::plan::{ObjectKey, Rejected};
+    use atoll_api::keys::{ObjectKey, ServiceKey};
+    use atoll_core::plan::Rejected;
 
     fn rejected(version: &str) -> Rejected {
         Rejected {
             record: ObjectKey::new("atoll-c1", "demo.hello"),
-            service: ("demo".into(), "hello".into()),
+            service: ServiceKey::new("demo", "hello"),
             version: version.to_owned(),
             problem: "bad".to_owned(),
         }
@@ -359,7 +361,7 @@ mod tests {
         let mut reported = Reported::default();
         let mut report = Report {
             rejected: vec![rejected("u1@1"), rejected("u2@1")],
-            skipped: vec![("a".into(), "x".into())],
+            skipped: vec![ServiceKey::new("a", "x")],
             ..Default::default()
         };
         reported.log(&report);

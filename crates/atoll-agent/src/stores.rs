@@ -8,10 +8,11 @@ use std::time::Duration;
 use atoll_api::about::v1beta1::ClusterProperty;
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService, NamespacePolicy};
 use atoll_api::inventory::ClusterProfile;
+use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
-use atoll_core::plan::scope;
-use atoll_core::plan::{ObjectKey, Observed};
+use atoll_core::keys;
+use atoll_core::plan::{Observed, scope};
 use atoll_watch::Readiness;
 use futures::FutureExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -105,7 +106,7 @@ impl Stores {
                 WATCH_SERVICE_SLICES,
                 all().labels(&not_ours),
                 dirty::by_service(d(), |s: &EndpointSlice| {
-                    scope::of_service_slice(s).into_iter().collect()
+                    keys::of_service_slice(s).into_iter().collect()
                 }),
             ),
             mcs_slices: watch(
@@ -113,7 +114,7 @@ impl Stores {
                 WATCH_MCS_SLICES,
                 all().labels(&ours),
                 dirty::by_service(d(), |s: &EndpointSlice| {
-                    scope::of_mcs_slice(s).into_iter().collect()
+                    keys::of_mcs_slice(s).into_iter().collect()
                 }),
             ),
             namespaces: watch(m, WATCH_NAMESPACES, all(), dirty::by_namespace(d())),
@@ -127,22 +128,19 @@ impl Stores {
                 h,
                 WATCH_RECORDS,
                 all(),
-                dirty::by_service(d(), |r: &ExportedService| vec![scope::of_record(r)]),
+                dirty::by_service(d(), |r: &ExportedService| vec![keys::of_record(r)]),
             ),
             hub_slices: watch(
                 h,
                 WATCH_HUB_SLICES,
                 all(),
-                dirty::by_service(d(), |c: &ExportedEndpointSlice| vec![scope::of_copy(c)]),
+                dirty::by_service(d(), |c: &ExportedEndpointSlice| vec![keys::of_copy(c)]),
             ),
             // Only the heartbeats: member credentials may read no other Lease on the hub.
             leases: watch(
                 h,
                 WATCH_LEASES,
-                all().fields(&format!(
-                    "metadata.name={}",
-                    atoll_core::liveness::LEASE_NAME
-                )),
+                all().fields(&format!("metadata.name={}", atoll_api::hub::LEASE_NAME)),
                 dirty::wake_only(d()),
             ),
             policies: watch(h, WATCH_POLICIES, all(), dirty::everything(d())),
@@ -278,6 +276,6 @@ where
 }
 
 /// The service an object named after it concerns.
-fn named(meta: &kube::api::ObjectMeta) -> Vec<atoll_core::plan::ServiceKey> {
-    scope::named(meta).into_iter().collect()
+fn named(meta: &kube::api::ObjectMeta) -> Vec<ServiceKey> {
+    keys::named(meta).into_iter().collect()
 }

@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
 use atoll_api::inventory::ClusterProfile;
+use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use atoll_core::keys::of_record;
 use atoll_core::plan::{
-    ExportStatus, Feedback, ImportApply, ImportStatus, ObjectKey, Plan, ProfileStatus, Refusal,
-    ServiceKey,
+    ExportStatus, Feedback, ImportApply, ImportStatus, Plan, ProfileStatus, Refusal,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
@@ -306,9 +307,7 @@ async fn hub_writes(
         delete_each::<ExportedService>(hub, &writes.delete_records, context),
         delete_each::<ExportedEndpointSlice>(hub, &writes.delete_slices, context),
     );
-    let failures = refusals(&context.metrics, &records, |record, _| {
-        (record.spec.namespace.clone(), record.spec.name.clone())
-    });
+    let failures = refusals(&context.metrics, &records, |record, _| of_record(record));
     let others = slices
         .iter()
         .map(|(_, e)| e)
@@ -370,7 +369,10 @@ async fn member_writes(
             .and_then(|l| l.get(labels::SERVICE_NAME))
             .cloned()
             .unwrap_or_default();
-        (error.key.namespace.clone(), imported)
+        ServiceKey {
+            namespace: error.key.namespace.clone(),
+            name: imported,
+        }
     });
     let others = slices
         .iter()

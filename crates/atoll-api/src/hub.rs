@@ -1,6 +1,7 @@
 //! Objects Atoll keeps on the hub (`hub.atoll.dev`). Each member writes only into its own hub
 //! namespace `atoll-<cluster-id>`: one [`ExportedService`] per ServiceExport, plus one
-//! [`ExportedEndpointSlice`] per EndpointSlice of the exported Service.
+//! [`ExportedEndpointSlice`] per EndpointSlice of the exported Service, and its heartbeat Lease
+//! [`LEASE_NAME`]. The names and annotations here are what members and `atoll join` agree on.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +18,15 @@ pub const GROUP: &str = "hub.atoll.dev";
 pub const NAMESPACE_PREFIX: &str = "atoll-";
 /// Label on hub objects: the cluster id of the member that wrote them.
 pub const LABEL_CLUSTER: &str = "hub.atoll.dev/cluster";
+/// Annotation on hub objects of a member: the uid of the member's `kube-system` namespace,
+/// which tells a re-join of the same cluster from another cluster claiming its id.
+pub const ANNOTATION_MEMBER_UID: &str = "hub.atoll.dev/member-uid";
+/// Name of every member's heartbeat Lease, in its hub namespace.
+pub const LEASE_NAME: &str = "atoll-heartbeat";
+/// Annotation on the heartbeat Lease: `<epoch>:<digest>` of what the member publishes.
+pub const CLAIM_ANNOTATION: &str = "hub.atoll.dev/claim";
+/// Annotation on the heartbeat Lease: the member's last failed write (empty when none).
+pub const LAST_ERROR_ANNOTATION: &str = "hub.atoll.dev/last-error";
 
 /// The hub namespace of a member.
 pub fn namespace_for(cluster: &str) -> String {

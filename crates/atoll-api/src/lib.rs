@@ -7,6 +7,8 @@
 //! * [`hub`]: the records members publish on the hub (`hub.atoll.dev` ExportedService and
 //!   ExportedEndpointSlice).
 //! * [`inventory`]: KEP-4322 ClusterProfile, one per member on the hub.
+//! * [`keys`]: namespace and name of a service ([`keys::ServiceKey`]) or of one object
+//!   ([`keys::ObjectKey`]), shared by the agent's plan and the DNS zone.
 //! * [`labels`]: well-known labels and annotations.
 //! * [`crd`]: the CustomResourceDefinitions `atoll crds` prints, schema-compatible with upstream.
 //!
@@ -17,6 +19,7 @@ pub mod condition;
 pub mod crd;
 pub mod hub;
 pub mod inventory;
+pub mod keys;
 pub mod labels;
 pub mod multicluster;
 mod resource;

@@ -2,6 +2,7 @@
 //! inputs always give the same conditions, and a condition keeps its transition time while its
 //! status stays the same.
 
+use atoll_api::keys::ServiceKey;
 use atoll_api::multicluster::{export_condition as ec, import_condition as ic};
 use atoll_api::{Condition, ConditionStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -166,7 +167,7 @@ pub fn source_clusters(
     previous: &[Condition],
     now: &Time,
 ) -> Condition {
-    let key = (merged.namespace.clone(), merged.name.clone());
+    let key = ServiceKey::new(&merged.namespace, &merged.name);
     let withdrawn: Vec<String> = liveness
         .withdrawn
         .iter()

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::plan::{ObjectKey, ServiceKey};
+use atoll_api::keys::{ObjectKey, ServiceKey};
 
 /// Services waiting for a pass.
 #[derive(Clone, Debug, Default)]
@@ -240,7 +240,7 @@ mod tests {
     use super::*;
 
     fn key(name: &str) -> ServiceKey {
-        ("demo".to_owned(), name.to_owned())
+        ServiceKey::new("demo", name)
     }
 
     #[test]

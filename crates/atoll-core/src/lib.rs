@@ -10,6 +10,7 @@
 //!   their changes.
 //! * [`diff`]: desired versus observed, and what Atoll owns.
 //! * [`corefile`]: Atoll's clusterset.local block in a CoreDNS Corefile, added and removed.
+//! * [`keys`]: the service an object names (the key types are `atoll_api::keys`).
 //! * [`plan`]: one reconcile pass as a pure function, from observed state to every write.
 //! * [`leader`]: which agent replica of a member writes (Lease-based election).
 
@@ -25,6 +26,7 @@ pub mod dns;
 pub mod explain;
 pub mod export;
 pub mod import;
+pub mod keys;
 pub mod leader;
 pub mod liveness;
 pub mod membership;

@@ -22,16 +22,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
+use atoll_api::keys::ServiceKey;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sha2::{Digest, Sha256};
 
-use crate::plan::ServiceKey;
-
-/// Name of every member's heartbeat Lease, in its hub namespace.
-pub const LEASE_NAME: &str = "atoll-heartbeat";
-/// Annotation on the Lease: `<epoch>:<digest>` of what the member publishes.
-pub const CLAIM_ANNOTATION: &str = "hub.atoll.dev/claim";
+use crate::keys::{of_copy, of_record};
 
 /// How liveness is judged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,10 +184,10 @@ fn changed_services(a: Option<&Published>, b: Option<&Published>, into: &mut BTr
                 .map(|o| key(o)),
         );
     }
-    one_side(&a.0, &b.0, crate::plan::scope::of_record, into);
-    one_side(&b.0, &a.0, crate::plan::scope::of_record, into);
-    one_side(&a.1, &b.1, crate::plan::scope::of_copy, into);
-    one_side(&b.1, &a.1, crate::plan::scope::of_copy, into);
+    one_side(&a.0, &b.0, of_record, into);
+    one_side(&b.0, &a.0, of_record, into);
+    one_side(&a.1, &b.1, of_copy, into);
+    one_side(&b.1, &a.1, of_copy, into);
 }
 
 /// Every service of `published`.
@@ -304,7 +300,7 @@ impl Tracker {
         }
         let leases: BTreeMap<String, &Lease> = leases
             .iter()
-            .filter(|l| l.metadata.name.as_deref() == Some(LEASE_NAME))
+            .filter(|l| l.metadata.name.as_deref() == Some(hub::LEASE_NAME))
             .filter_map(|l| Some((cluster_of(&l.metadata)?.to_owned(), l.as_ref())))
             .collect();
 
@@ -365,7 +361,7 @@ impl Tracker {
             let seen = leases
                 .get(cluster)
                 .and_then(|l| l.metadata.annotations.as_ref())
-                .and_then(|a| a.get(CLAIM_ANNOTATION))
+                .and_then(|a| a.get(hub::CLAIM_ANNOTATION))
                 .and_then(|v| Claim::parse(v));
             // The newest claim wins; an older one (a Lease restored from a backup) is ignored.
             if let Some(seen) = seen
@@ -418,10 +414,7 @@ impl Tracker {
                     cluster.clone(),
                     Withdrawal {
                         last_seen: source.last_change_wall.clone(),
-                        services: records
-                            .iter()
-                            .map(|r| (r.spec.namespace.clone(), r.spec.name.clone()))
-                            .collect(),
+                        services: records.iter().map(|r| of_record(r)).collect(),
                     },
                 );
                 continue;

@@ -1,6 +1,8 @@
 use std::collections::BTreeMap;
 
-use atoll_api::hub::{ExportedEndpointSlice, ExportedEndpointSliceSpec, ExportedService};
+use atoll_api::hub::{
+    CLAIM_ANNOTATION, ExportedEndpointSlice, ExportedEndpointSliceSpec, ExportedService, LEASE_NAME,
+};
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
@@ -141,11 +143,7 @@ fn a_silent_cluster_is_withdrawn_after_the_grace_and_restored_when_it_renews() {
     assert_eq!(services(&last), ["a"], "withdrawn after the grace");
     let withdrawn = &last.liveness.withdrawn["c2"];
     assert_eq!(withdrawn.last_seen, wall(0));
-    assert!(
-        withdrawn
-            .services
-            .contains(&("demo".to_owned(), "b".to_owned()))
-    );
+    assert!(withdrawn.services.contains(&ServiceKey::new("demo", "b")));
     assert!(last.copies.is_empty());
     // c2 renews again: back at once.
     let leases = hub.renew(&["c1", "c2"]);
@@ -326,7 +324,7 @@ fn epochs_only_grow() {
 }
 
 fn touched(view: &View) -> Vec<String> {
-    view.touched.iter().map(|(_, name)| name.clone()).collect()
+    view.touched.iter().map(|key| key.name.clone()).collect()
 }
 
 #[test]

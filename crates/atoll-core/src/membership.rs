@@ -35,9 +35,6 @@ pub const SECRET_CLUSTERSET: &str = "clusterset";
 pub const SECRET_INVENTORY_NAMESPACE: &str = "inventory-namespace";
 /// The hub namespace holding the ClusterSet's ClusterProfiles.
 pub const INVENTORY_NAMESPACE: &str = "atoll-inventory";
-/// Annotation on hub objects of a member: the uid of the member's `kube-system` namespace,
-/// which tells a re-join of the same cluster from another cluster claiming its id.
-pub const ANNOTATION_MEMBER_UID: &str = "hub.atoll.dev/member-uid";
 /// Label on a member's hub namespace and RBAC: the member's cluster id.
 pub const LABEL_MEMBER: &str = hub::LABEL_CLUSTER;
 /// The ClusterRole every member's hub credentials are bound to for reading.
@@ -169,7 +166,7 @@ fn meta(namespace: Option<&str>, name: &str, id: &ClusterId, uid: &str) -> Objec
         namespace: namespace.map(str::to_owned),
         labels: Some(BTreeMap::from([(LABEL_MEMBER.to_owned(), id.to_string())])),
         annotations: Some(BTreeMap::from([(
-            ANNOTATION_MEMBER_UID.to_owned(),
+            hub::ANNOTATION_MEMBER_UID.to_owned(),
             uid.to_owned(),
         )])),
         ..Default::default()
@@ -253,7 +250,7 @@ pub fn hub_objects(id: &ClusterId, uid: &str, clusterset: &str) -> HubObjects {
     labels.insert(LABEL_MEMBER.to_owned(), id.to_string());
     profile.metadata.labels = Some(labels);
     profile.metadata.annotations = Some(BTreeMap::from([(
-        ANNOTATION_MEMBER_UID.to_owned(),
+        hub::ANNOTATION_MEMBER_UID.to_owned(),
         uid.to_owned(),
     )]));
     HubObjects {
@@ -298,7 +295,7 @@ pub fn hub_objects(id: &ClusterId, uid: &str, clusterset: &str) -> HubObjects {
                 ),
                 // Every member's heartbeat, and no other Lease on the hub.
                 PolicyRule {
-                    resource_names: Some(vec![crate::liveness::LEASE_NAME.to_owned()]),
+                    resource_names: Some(vec![hub::LEASE_NAME.to_owned()]),
                     ..rule(&["coordination.k8s.io"], &["leases"], READ)
                 },
             ]),
@@ -622,7 +619,7 @@ mod tests {
             Some(INVENTORY_NAMESPACE)
         );
         assert_eq!(
-            objects.namespace.metadata.annotations.unwrap()[ANNOTATION_MEMBER_UID],
+            objects.namespace.metadata.annotations.unwrap()[hub::ANNOTATION_MEMBER_UID],
             "uid-1"
         );
     }

@@ -40,12 +40,12 @@ async fn renew_heartbeat(client: kube::Client, namespace: String) {
     loop {
         let lease = serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": { "name": atoll_core::liveness::LEASE_NAME, "namespace": namespace },
+            "metadata": { "name": atoll_api::hub::LEASE_NAME, "namespace": namespace },
             "spec": { "renewTime": k8s_openapi::jiff::Timestamp::now().to_string() },
         });
         let _ = leases
             .patch(
-                atoll_core::liveness::LEASE_NAME,
+                atoll_api::hub::LEASE_NAME,
                 &PatchParams::apply("atoll-e2e").force(),
                 &Patch::Apply(&lease),
             )

@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
+use atoll_api::hub::{CLAIM_ANNOTATION, LEASE_NAME};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
-use atoll_core::liveness::{CLAIM_ANNOTATION, Claim, LEASE_NAME, digest, next_epoch};
+use atoll_core::liveness::{Claim, digest, next_epoch};
 use atoll_testing::ClusterSet;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -13,7 +13,7 @@ use atoll_api::multicluster::ServiceImportType;
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::plan::ServiceKey;
+use atoll_api::keys::{ObjectKey, ServiceKey};
 
 use super::zone::dashed;
 
@@ -55,7 +55,7 @@ impl ImportRecord {
                 })
                 .collect(),
         };
-        Some(((namespace, name), record))
+        Some((ServiceKey { namespace, name }, record))
     }
 }
 
@@ -88,12 +88,9 @@ pub struct SliceRecord {
     pub endpoints: Vec<ReadyEndpoint>,
 }
 
-/// A slice by namespace and name.
-pub type SliceKey = (String, String);
-
 impl SliceRecord {
     /// The key and record of `slice`; `None` without a namespace, name or service label.
-    pub fn of(slice: &EndpointSlice) -> Option<(SliceKey, Self)> {
+    pub fn of(slice: &EndpointSlice) -> Option<(ObjectKey, Self)> {
         let namespace = slice.metadata.namespace.clone()?;
         let name = slice.metadata.name.clone()?;
         let labels = slice.metadata.labels.as_ref()?;
@@ -134,7 +131,7 @@ impl SliceRecord {
             })
             .collect();
         Some((
-            (namespace, name),
+            ObjectKey { namespace, name },
             Self {
                 service,
                 cluster,
@@ -152,7 +149,7 @@ pub struct Catalog {
     /// Slices by the service they belong to, then by name.
     slices: HashMap<ServiceKey, BTreeMap<String, SliceRecord>>,
     /// The service each slice belongs to, by slice: a relabelled slice leaves its old service.
-    owners: HashMap<SliceKey, String>,
+    owners: HashMap<ObjectKey, String>,
 }
 
 impl Catalog {
@@ -217,21 +214,20 @@ impl Catalog {
 
     /// Sets (or removes) slice `key`; returns the services that changed (none, its service, or
     /// its old and its new one when it was relabelled).
-    pub fn set_slice(&mut self, key: SliceKey, record: Option<SliceRecord>) -> Vec<ServiceKey> {
-        let namespace = key.0.clone();
+    pub fn set_slice(&mut self, key: ObjectKey, record: Option<SliceRecord>) -> Vec<ServiceKey> {
         let mut changed = Vec::new();
         let old_service = self.owners.get(&key).cloned();
         if let Some(old_service) = &old_service {
-            let old_key = (namespace.clone(), old_service.clone());
+            let old_key = ServiceKey::new(&key.namespace, old_service);
             let unchanged = record.as_ref().is_some_and(|new| {
                 &new.service == old_service
-                    && self.slices.get(&old_key).and_then(|s| s.get(&key.1)) == Some(new)
+                    && self.slices.get(&old_key).and_then(|s| s.get(&key.name)) == Some(new)
             });
             if unchanged {
                 return changed;
             }
             if let Some(of_service) = self.slices.get_mut(&old_key) {
-                of_service.remove(&key.1);
+                of_service.remove(&key.name);
                 if of_service.is_empty() {
                     self.slices.remove(&old_key);
                 }
@@ -240,12 +236,12 @@ impl Catalog {
             changed.push(old_key);
         }
         if let Some(record) = record {
-            let new_key = (namespace, record.service.clone());
+            let new_key = ServiceKey::new(&key.namespace, &record.service);
             self.owners.insert(key.clone(), record.service.clone());
             self.slices
                 .entry(new_key.clone())
                 .or_default()
-                .insert(key.1, record);
+                .insert(key.name, record);
             if !changed.contains(&new_key) {
                 changed.push(new_key);
             }
@@ -281,9 +277,9 @@ impl Catalog {
     /// Replaces every slice with `slices` (a relist); returns the services that changed.
     pub fn replace_slices(
         &mut self,
-        slices: HashMap<SliceKey, SliceRecord>,
+        slices: HashMap<ObjectKey, SliceRecord>,
     ) -> BTreeSet<ServiceKey> {
-        let gone: Vec<SliceKey> = self
+        let gone: Vec<ObjectKey> = self
             .owners
             .keys()
             .filter(|k| !slices.contains_key(*k))

@@ -9,9 +9,9 @@ use std::collections::{BTreeSet, HashMap};
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::plan::ServiceKey;
+use atoll_api::keys::{ObjectKey, ServiceKey};
 
-use super::catalog::{Catalog, ImportRecord, SliceKey, SliceRecord};
+use super::catalog::{Catalog, ImportRecord, SliceRecord};
 
 /// One event of a watch, as the watch library reports it.
 #[derive(Debug, Clone, Copy)]
@@ -31,16 +31,26 @@ pub enum WatchEvent<'a, K> {
 pub struct Feed {
     catalog: Catalog,
     listing_imports: Option<HashMap<ServiceKey, ImportRecord>>,
-    listing_slices: Option<HashMap<SliceKey, SliceRecord>>,
+    listing_slices: Option<HashMap<ObjectKey, SliceRecord>>,
     imports_listed: bool,
     slices_listed: bool,
     changed: BTreeSet<ServiceKey>,
 }
 
-fn object_key(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<(String, String)> {
-    Some((meta.namespace.clone()?, meta.name.clone()?))
+fn import_key(import: &ServiceImport) -> Option<ServiceKey> {
+    let meta = &import.metadata;
+    Some(ServiceKey::new(
+        meta.namespace.as_deref()?,
+        meta.name.as_deref()?,
+    ))
+}
+
+fn slice_key(slice: &EndpointSlice) -> Option<ObjectKey> {
+    let meta = &slice.metadata;
+    Some(ObjectKey::new(
+        meta.namespace.as_deref()?,
+        meta.name.as_deref()?,
+    ))
 }
 
 impl Feed {
@@ -48,7 +58,7 @@ impl Feed {
     pub fn import_event(&mut self, event: WatchEvent<'_, ServiceImport>) {
         match event {
             WatchEvent::Applied(import) => {
-                let Some(key) = object_key(&import.metadata) else {
+                let Some(key) = import_key(import) else {
                     return;
                 };
                 // An import without a spec has nothing to answer: as good as gone.
@@ -58,7 +68,7 @@ impl Feed {
                 }
             }
             WatchEvent::Deleted(import) => {
-                if let Some(key) = object_key(&import.metadata)
+                if let Some(key) = import_key(import)
                     && self.catalog.set_import(key.clone(), None)
                 {
                     self.changed.insert(key);
@@ -84,7 +94,7 @@ impl Feed {
     pub fn slice_event(&mut self, event: WatchEvent<'_, EndpointSlice>) {
         match event {
             WatchEvent::Applied(slice) => {
-                let Some(key) = object_key(&slice.metadata) else {
+                let Some(key) = slice_key(slice) else {
                     return;
                 };
                 // Without a service label the slice belongs to no service any more.
@@ -92,7 +102,7 @@ impl Feed {
                 self.changed.extend(self.catalog.set_slice(key, record));
             }
             WatchEvent::Deleted(slice) => {
-                if let Some(key) = object_key(&slice.metadata) {
+                if let Some(key) = slice_key(slice) {
                     self.changed.extend(self.catalog.set_slice(key, None));
                 }
             }
@@ -133,10 +143,6 @@ mod tests {
     use crate::dns::tests::{mk_import, mk_slice};
     use atoll_api::multicluster::ServiceImportType;
 
-    fn key(ns: &str, name: &str) -> ServiceKey {
-        (ns.to_owned(), name.to_owned())
-    }
-
     #[test]
     fn a_relist_is_applied_whole_once_done_and_changes_only_what_differs() {
         let hello = mk_import(
@@ -164,7 +170,11 @@ mod tests {
         assert_eq!(feed.listed(), (true, true));
         assert_eq!(
             feed.take_changed(),
-            [key("demo", "hello"), key("demo", "web")].into()
+            [
+                ServiceKey::new("demo", "hello"),
+                ServiceKey::new("demo", "web")
+            ]
+            .into()
         );
         // The watch restarts: hello unchanged, web gone.
         feed.import_event(WatchEvent::ListStarted);
@@ -173,7 +183,7 @@ mod tests {
         feed.slice_event(WatchEvent::ListStarted);
         feed.slice_event(WatchEvent::Listed(&slice));
         feed.slice_event(WatchEvent::ListDone);
-        assert_eq!(feed.take_changed(), [key("demo", "web")].into());
+        assert_eq!(feed.take_changed(), [ServiceKey::new("demo", "web")].into());
         assert_eq!(feed.catalog().len(), (1, 1));
     }
 
@@ -188,20 +198,26 @@ mod tests {
             &[],
         );
         feed.import_event(WatchEvent::Applied(&hello));
-        assert_eq!(feed.take_changed(), [key("demo", "hello")].into());
+        assert_eq!(
+            feed.take_changed(),
+            [ServiceKey::new("demo", "hello")].into()
+        );
         // Without a spec it has nothing to answer.
         hello.spec = None;
         feed.import_event(WatchEvent::Applied(&hello));
-        assert_eq!(feed.take_changed(), [key("demo", "hello")].into());
+        assert_eq!(
+            feed.take_changed(),
+            [ServiceKey::new("demo", "hello")].into()
+        );
         feed.import_event(WatchEvent::Deleted(&hello));
         assert!(feed.take_changed().is_empty());
         let mut slice = mk_slice("demo", "web", "c1", "IPv4", &[("10.1.0.1", None, true)]);
         feed.slice_event(WatchEvent::Applied(&slice));
-        assert_eq!(feed.take_changed(), [key("demo", "web")].into());
+        assert_eq!(feed.take_changed(), [ServiceKey::new("demo", "web")].into());
         // Its service label removed: it leaves the service.
         slice.metadata.labels = None;
         feed.slice_event(WatchEvent::Applied(&slice));
-        assert_eq!(feed.take_changed(), [key("demo", "web")].into());
+        assert_eq!(feed.take_changed(), [ServiceKey::new("demo", "web")].into());
         assert!(feed.catalog().is_empty());
     }
 }

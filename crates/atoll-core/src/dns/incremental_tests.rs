@@ -13,7 +13,7 @@ use proptest::prelude::*;
 
 use super::tests::{mk_import, mk_slice};
 use super::*;
-use crate::plan::ServiceKey;
+use atoll_api::keys::{ObjectKey, ServiceKey};
 
 const NAMESPACES: [&str; 2] = ["a", "b"];
 const SERVICES: [&str; 3] = ["s0", "s1", "s2"];
@@ -150,7 +150,7 @@ fn apply(catalog: &mut Catalog, event: &Event) -> Vec<ServiceKey> {
             }
         }
         Event::Unimport { ns, svc } => {
-            let key = (NAMESPACES[*ns].to_owned(), SERVICES[*svc].to_owned());
+            let key = ServiceKey::new(NAMESPACES[*ns], SERVICES[*svc]);
             if catalog.set_import(key.clone(), None) {
                 vec![key]
             } else {
@@ -168,10 +168,9 @@ fn apply(catalog: &mut Catalog, event: &Event) -> Vec<ServiceKey> {
                 SliceRecord::of(&slice_of(*ns, *slice, *svc, *cluster, endpoints)).unwrap();
             catalog.set_slice(key, Some(record))
         }
-        Event::Unslice { ns, slice } => catalog.set_slice(
-            (NAMESPACES[*ns].to_owned(), SLICES[*slice].to_owned()),
-            None,
-        ),
+        Event::Unslice { ns, slice } => {
+            catalog.set_slice(ObjectKey::new(NAMESPACES[*ns], SLICES[*slice]), None)
+        }
     }
 }
 
@@ -349,23 +348,11 @@ fn a_relabelled_slice_changes_its_old_and_its_new_service() {
     assert_eq!(same_key, key);
     assert_eq!(
         catalog.set_slice(key.clone(), Some(moved)),
-        [
-            ("a".to_owned(), "s0".to_owned()),
-            ("a".to_owned(), "s1".to_owned())
-        ]
+        [ServiceKey::new("a", "s0"), ServiceKey::new("a", "s1")]
     );
-    assert_eq!(
-        catalog.slices(&("a".to_owned(), "s0".to_owned())).count(),
-        0
-    );
-    assert_eq!(
-        catalog.slices(&("a".to_owned(), "s1".to_owned())).count(),
-        1
-    );
-    assert_eq!(
-        catalog.set_slice(key, None),
-        [("a".to_owned(), "s1".to_owned())]
-    );
+    assert_eq!(catalog.slices(&ServiceKey::new("a", "s0")).count(), 0);
+    assert_eq!(catalog.slices(&ServiceKey::new("a", "s1")).count(), 1);
+    assert_eq!(catalog.set_slice(key, None), [ServiceKey::new("a", "s1")]);
     assert!(catalog.is_empty());
 }
 
@@ -387,7 +374,7 @@ fn a_relist_changes_only_the_services_that_differ() {
     let (k3, r3) = ImportRecord::of(&import_of(1, 0, false, &[1], false)).unwrap();
     relisted.insert(k3, r3);
     let changed: Vec<ServiceKey> = catalog.replace_imports(relisted).into_iter().collect();
-    let key = |ns: &str, svc: &str| (ns.to_owned(), svc.to_owned());
+    let key = ServiceKey::new;
     assert_eq!(changed, [key("a", "s1"), key("a", "s2"), key("b", "s0")]);
     assert_eq!(catalog.len(), (3, 0));
 }

@@ -13,9 +13,7 @@ mod shards;
 mod wire;
 mod zone;
 
-pub use catalog::{
-    Catalog, ImportPort, ImportRecord, ReadyEndpoint, SliceKey, SlicePort, SliceRecord,
-};
+pub use catalog::{Catalog, ImportPort, ImportRecord, ReadyEndpoint, SlicePort, SliceRecord};
 pub use feed::{Feed, WatchEvent};
 
 pub use answer::{Outcome, answer};

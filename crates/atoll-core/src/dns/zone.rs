@@ -7,7 +7,7 @@ use std::sync::Arc;
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::plan::ServiceKey;
+use atoll_api::keys::ServiceKey;
 
 use super::catalog::Catalog;
 use super::records::{Builder, Node, Ttls};
@@ -171,7 +171,8 @@ impl Zone {
         zone
     }
 
-    fn update_service(&mut self, catalog: &Catalog, (namespace, name): &ServiceKey) {
+    fn update_service(&mut self, catalog: &Catalog, service: &ServiceKey) {
+        let (namespace, name) = (&service.namespace, &service.name);
         let Some(key) = service_label_key(namespace, name) else {
             return;
         };
@@ -179,14 +180,13 @@ impl Zone {
             return;
         };
         let namespace_label = &namespace_label[1..namespace_label.len() - 1];
-        let service = (namespace.clone(), name.clone());
-        let new = catalog.import(&service).and_then(|import| {
+        let new = catalog.import(service).and_then(|import| {
             ServiceNames::build(
                 &self.zone,
                 self.ttls,
                 (namespace, name),
                 import,
-                catalog.slices(&service),
+                catalog.slices(service),
             )
             .map(Arc::new)
         });

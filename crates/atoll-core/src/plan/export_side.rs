@@ -4,15 +4,17 @@
 use std::collections::BTreeMap;
 
 use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService, NamespacePolicySpec};
-use atoll_api::labels;
+use atoll_api::keys::{ObjectKey, ServiceKey};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::{ExportStatus, Feedback, HubWrites, ObjectKey, Observed, Published, ServiceKey, scope};
+use super::input::{Feedback, Observed};
+use super::output::{ExportStatus, HubWrites, Published};
 use crate::announce::transitions;
 use crate::conditions::{Publication, export_conditions, same_conditions};
 use crate::export::{self, Validity};
+use crate::keys::{of_copy, of_service_slice};
 use crate::merge::MergedService;
 
 pub(super) fn plan(
@@ -30,16 +32,8 @@ pub(super) fn plan(
         .collect();
     let mut slices_by_service: BTreeMap<ServiceKey, Vec<&EndpointSlice>> = BTreeMap::new();
     for slice in &observed.service_slices {
-        let service = slice
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(labels::KUBERNETES_SERVICE_NAME));
-        if let (Some(ns), Some(service)) = (&slice.metadata.namespace, service) {
-            slices_by_service
-                .entry((ns.clone(), service.clone()))
-                .or_default()
-                .push(slice);
+        if let Some(service) = of_service_slice(slice) {
+            slices_by_service.entry(service).or_default().push(slice);
         }
     }
 
@@ -53,7 +47,7 @@ pub(super) fn plan(
         }
         let key = key_of(&export.metadata);
         let service = services.get(&key).copied();
-        let verdict = match crate::namespaces::excluded(policy, &key.0) {
+        let verdict = match crate::namespaces::excluded(policy, &key.namespace) {
             Some(why) => Validity::NamespaceExcluded(why),
             None => Validity::of(service),
         };
@@ -61,7 +55,7 @@ pub(super) fn plan(
             let record = export::record(cluster, export, service);
             let name = record.metadata.name.clone().unwrap_or_default();
             for slice in slices_by_service.get(&key).into_iter().flatten() {
-                let copy = export::hub_slice(cluster, &key.0, &key.1, slice);
+                let copy = export::hub_slice(cluster, &key.namespace, &key.name, slice);
                 copies.insert(copy.metadata.name.clone().unwrap_or_default(), copy);
             }
             records.insert(name, (key.clone(), record));
@@ -78,7 +72,7 @@ pub(super) fn plan(
     }
     for (name, copy) in &copies {
         published
-            .entry(scope::of_copy(copy))
+            .entry(of_copy(copy))
             .or_default()
             .push(format!("s/{name}"));
     }
@@ -140,7 +134,7 @@ pub(super) fn plan(
         let conditions = export_conditions(verdict, &publication, conflict, previous, now);
         if !same_conditions(previous, &conditions) {
             statuses.push(ExportStatus {
-                key: ObjectKey::new(&key.0, &key.1),
+                key: ObjectKey::new(&key.namespace, &key.name),
                 uid: export.metadata.uid.clone(),
                 announcements: transitions(previous, &conditions),
                 conditions,
@@ -151,10 +145,10 @@ pub(super) fn plan(
 }
 
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> ServiceKey {
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
+    ServiceKey {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    }
 }
 
 /// Which of `desired` (by name) to apply in `namespace`, given what `observed` holds there, and

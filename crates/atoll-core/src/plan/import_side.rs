@@ -5,15 +5,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use atoll_api::hub::ExportedEndpointSlice;
+use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::{
-    Feedback, ImportApply, ImportStatus, MemberWrites, ObjectKey, Observed, Report, ServiceKey,
-};
+use super::input::{Feedback, Observed, Refusal};
+use super::output::{ImportApply, ImportStatus, MemberWrites};
+use super::report::Report;
 use crate::conditions::{VipProblem, import_ready, same_conditions, source_clusters};
 use crate::diff::{already_applied, owned, same_own_annotations};
 use crate::import;
@@ -72,7 +73,7 @@ pub(super) fn plan(
     let mut writes = MemberWrites::default();
     let mut wanted = Wanted::default();
     for (key, m) in merged {
-        if !namespaces.contains(key.0.as_str()) {
+        if !namespaces.contains(key.namespace.as_str()) {
             // Namespace sameness: Atoll never creates namespaces.
             report.skipped.push(key.clone());
             continue;
@@ -83,7 +84,7 @@ pub(super) fn plan(
     report.imported = wanted
         .imports
         .iter()
-        .map(|k| (k.namespace.clone(), k.name.clone()))
+        .map(|k| ServiceKey::new(&k.namespace, &k.name))
         .collect();
 
     writes.delete_imports = here
@@ -93,7 +94,7 @@ pub(super) fn plan(
         .map(|(k, _)| k.clone())
         .collect();
     for key in &writes.delete_imports {
-        let service = (key.namespace.clone(), key.name.clone());
+        let service = ServiceKey::new(&key.namespace, &key.name);
         let sources: Vec<&str> = observed
             .liveness
             .withdrawn
@@ -149,7 +150,7 @@ fn by_key<K>(
 /// The writes for one merged service whose namespace exists here.
 fn import_service(
     m: &MergedService,
-    failure: Option<&super::Refusal>,
+    failure: Option<&Refusal>,
     here: &Here<'_>,
     wanted: &mut Wanted,
     writes: &mut MemberWrites,

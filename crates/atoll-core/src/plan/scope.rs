@@ -1,5 +1,6 @@
-//! Which services an object concerns, and the part of what was observed that concerns some
-//! services only.
+//! Which service a Service concerns (the keys of other objects are in [`crate::keys`]; a
+//! Service's depends on whether Atoll owns it), and the part of what was observed that
+//! concerns some services only.
 //!
 //! A pass over a few services plans from [`Observed::restrict`]: the objects of those services
 //! and nothing else. Every decision of a plan is made per service (a merge, a record, an
@@ -12,28 +13,16 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
+use atoll_api::keys::ServiceKey;
 use atoll_api::labels;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::{Observed, ServiceKey, Sources};
+use crate::keys::{
+    KeyRef, copy_ref, labelled_ref, named, named_ref, of_copy, of_mcs_slice, of_record,
+    of_service_slice, owned, record_ref,
+};
 
-/// `(namespace, name)` of a service, borrowed from the object that concerns it.
-type KeyRef<'a> = (&'a str, &'a str);
-
-fn owned((namespace, name): KeyRef<'_>) -> ServiceKey {
-    (namespace.to_owned(), name.to_owned())
-}
-
-fn named_ref(meta: &ObjectMeta) -> Option<KeyRef<'_>> {
-    Some((meta.namespace.as_deref()?, meta.name.as_deref()?))
-}
-
-fn labelled_ref<'a>(meta: &'a ObjectMeta, label: &str) -> Option<KeyRef<'a>> {
-    let name = meta.labels.as_ref()?.get(label)?;
-    Some((meta.namespace.as_deref()?, name.as_str()))
-}
+use super::input::{Observed, Sources};
 
 fn service_ref(service: &Service) -> Option<KeyRef<'_>> {
     let meta = &service.metadata;
@@ -43,45 +32,10 @@ fn service_ref(service: &Service) -> Option<KeyRef<'_>> {
     }
 }
 
-fn record_ref(record: &ExportedService) -> KeyRef<'_> {
-    (&record.spec.namespace, &record.spec.name)
-}
-
-fn copy_ref(copy: &ExportedEndpointSlice) -> KeyRef<'_> {
-    (&copy.spec.namespace, &copy.spec.service)
-}
-
-/// The service a namespaced object of that service's name concerns (a ServiceExport, a
-/// ServiceImport).
-pub fn named(meta: &ObjectMeta) -> Option<ServiceKey> {
-    named_ref(meta).map(owned)
-}
-
 /// The service a Service concerns: for a derived Service (Atoll's, labelled with the import
 /// it carries the VIP of) that import, for any other Service itself.
 pub fn of_service(service: &Service) -> Option<ServiceKey> {
     service_ref(service).map(owned)
-}
-
-/// The service a local EndpointSlice belongs to.
-pub fn of_service_slice(slice: &EndpointSlice) -> Option<ServiceKey> {
-    labelled_ref(&slice.metadata, labels::KUBERNETES_SERVICE_NAME).map(owned)
-}
-
-/// The imported service an MCS EndpointSlice belongs to.
-pub fn of_mcs_slice(slice: &EndpointSlice) -> Option<ServiceKey> {
-    labelled_ref(&slice.metadata, labels::SERVICE_NAME).map(owned)
-}
-
-/// The service a hub record describes.
-pub fn of_record(record: &ExportedService) -> ServiceKey {
-    owned(record_ref(record))
-}
-
-/// The service a hub slice copy says it belongs to (even when it is stored in the wrong
-/// namespace, so a full pass and a pass over that service judge it alike).
-pub fn of_copy(copy: &ExportedEndpointSlice) -> ServiceKey {
-    owned(copy_ref(copy))
 }
 
 /// A set of services, looked up without allocating (a pass filters every observed object).
@@ -92,8 +46,11 @@ struct Lookup<'a> {
 impl<'a> Lookup<'a> {
     fn new(keys: &'a BTreeSet<ServiceKey>) -> Self {
         let mut by_namespace: HashMap<&str, HashSet<&str>> = HashMap::new();
-        for (namespace, name) in keys {
-            by_namespace.entry(namespace).or_default().insert(name);
+        for key in keys {
+            by_namespace
+                .entry(&key.namespace)
+                .or_default()
+                .insert(&key.name);
         }
         Self { by_namespace }
     }

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
+use crate::ClusterId;
 use crate::derived::derived_service_name;
 
 const NS: &str = "demo";
@@ -192,9 +193,10 @@ impl World {
             let key = ObjectKey::of(&record.metadata).to_string();
             if let Some(refusal) = self.refuse_records.get(&key) {
                 let spec = &record.spec;
-                feedback
-                    .publish_failures
-                    .insert((spec.namespace.clone(), spec.name.clone()), refusal.clone());
+                feedback.publish_failures.insert(
+                    ServiceKey::new(&spec.namespace, &spec.name),
+                    refusal.clone(),
+                );
             } else {
                 upsert(&mut o.records, record.clone(), |r| &r.metadata);
             }
@@ -215,7 +217,7 @@ impl World {
                     derived.metadata.labels.as_ref().unwrap()[labels::SERVICE_NAME].clone();
                 feedback
                     .derived_failures
-                    .insert((key.namespace.clone(), service), refusal.clone());
+                    .insert(ServiceKey::new(&key.namespace, &service), refusal.clone());
                 continue;
             }
             // The apiserver allocates the VIP and keeps it across updates.
@@ -499,10 +501,7 @@ fn a_service_whose_namespace_is_missing_is_skipped_and_nothing_is_created() {
     upsert(&mut world.observed.records, record, |r| &r.metadata);
     let plan = world.plan();
     assert_eq!(plan.writes(), 0);
-    assert_eq!(
-        plan.report.skipped,
-        [("elsewhere".to_owned(), "hello".to_owned())]
-    );
+    assert_eq!(plan.report.skipped, [ServiceKey::new("elsewhere", "hello")]);
     assert_eq!(plan.report.imported.len(), 0);
 }
 
@@ -523,7 +522,7 @@ fn a_spoofed_record_is_rejected_and_imports_nothing() {
         plan.report.rejected,
         [Rejected {
             record: ObjectKey::new("atoll-c1", "demo.hello"),
-            service: (NS.into(), "hello".into()),
+            service: ServiceKey::new(NS, "hello"),
             version: "u1@7".into(),
             problem: "claims cluster c9 but is stored in another member's namespace".into(),
         }]
@@ -553,7 +552,7 @@ fn an_ipv6_only_import_in_an_ipv4_cluster_says_why_it_has_no_vip() {
     assert!(first.member.apply_imports.is_empty());
     assert_eq!(
         world.feedback.derived_failures,
-        BTreeMap::from([((NS.to_owned(), "v6only".to_owned()), refusal)])
+        BTreeMap::from([(ServiceKey::new(NS, "v6only"), refusal)])
     );
 
     // The refusal is reported on the import, which carries the service's families, no IPs.
@@ -759,7 +758,7 @@ fn an_export_in_an_excluded_namespace_is_invalid_and_such_records_are_not_import
     assert!(plan.member.apply_derived.is_empty() && plan.member.apply_imports.is_empty());
     assert_eq!(
         plan.report.excluded,
-        [("kube-system".to_owned(), "dns".to_owned())]
+        [ServiceKey::new("kube-system", "dns")]
     );
     let status = &plan.export_statuses[0];
     assert_eq!(status.key, ObjectKey::new("kube-system", "dns"));
@@ -864,7 +863,7 @@ fn withdrawn_sources_leave_the_import_say_so_and_the_last_one_takes_it_away() {
             cluster.to_owned(),
             crate::liveness::Withdrawal {
                 last_seen: at(5),
-                services: [(NS.to_owned(), "hello".to_owned())].into(),
+                services: [ServiceKey::new(NS, "hello")].into(),
             },
         );
     };

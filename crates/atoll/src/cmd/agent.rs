@@ -121,7 +121,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let config = atoll_agent::AgentConfig {
-        profile: inventory.map(|ns| atoll_core::plan::ObjectKey::new(&ns, cluster_id.as_str())),
+        profile: inventory.map(|ns| atoll_api::keys::ObjectKey::new(&ns, cluster_id.as_str())),
         cluster_id,
         member,
         hub,

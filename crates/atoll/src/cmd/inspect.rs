@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use atoll_agent::heartbeat::LAST_ERROR_ANNOTATION;
 use atoll_agent::identity;
-use atoll_api::hub::{self, ExportedService, NAMESPACE_POLICY, NamespacePolicy};
+use atoll_api::hub::{
+    self, ExportedService, LAST_ERROR_ANNOTATION, LEASE_NAME, NAMESPACE_POLICY, NamespacePolicy,
+};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::explain::{Facts, MemberView, explain};
-use atoll_core::liveness::LEASE_NAME;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;

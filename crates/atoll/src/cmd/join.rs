@@ -14,8 +14,7 @@ use atoll_api::inventory::{ClusterProfile, ClusterProfileStatus, Property};
 use atoll_api::labels::{CLUSTER_ID_PROPERTY, CLUSTERSET_PROPERTY};
 use atoll_core::ClusterId;
 use atoll_core::membership::{
-    self, AGENT_ACCOUNT, ANNOTATION_MEMBER_UID, HUB_SECRET, INVENTORY_NAMESPACE, JoinFacts,
-    SYSTEM_NAMESPACE,
+    self, AGENT_ACCOUNT, HUB_SECRET, INVENTORY_NAMESPACE, JoinFacts, SYSTEM_NAMESPACE,
 };
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
@@ -168,7 +167,7 @@ async fn facts(c: &Connected, args: &JoinArgs) -> anyhow::Result<(JoinFacts, Clu
     facts.hub_namespace_owner = hub_namespace.map(|n| {
         n.metadata
             .annotations
-            .and_then(|a| a.get(ANNOTATION_MEMBER_UID).cloned())
+            .and_then(|a| a.get(hub::ANNOTATION_MEMBER_UID).cloned())
     });
     membership::check_join(&facts, &id)?;
     Ok((facts, id))
@@ -378,7 +377,8 @@ where
 /// records as soon as they are deleted, instead of holding them for the grace (which protects
 /// against a hub that loses them).
 async fn claim_nothing(hub: &Client, namespace: &str) -> anyhow::Result<()> {
-    use atoll_core::liveness::{CLAIM_ANNOTATION, Claim, LEASE_NAME, digest, next_epoch};
+    use atoll_api::hub::{CLAIM_ANNOTATION, LEASE_NAME};
+    use atoll_core::liveness::{Claim, digest, next_epoch};
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(hub.clone(), namespace);
     let Some(lease) = leases.get_opt(LEASE_NAME).await? else {
@@ -421,7 +421,7 @@ pub async fn leave(args: LeaveArgs) -> anyhow::Result<()> {
             n.metadata
                 .annotations
                 .unwrap_or_default()
-                .get(ANNOTATION_MEMBER_UID)
+                .get(hub::ANNOTATION_MEMBER_UID)
                 .cloned()
         });
     if let Some(owner) = &owner

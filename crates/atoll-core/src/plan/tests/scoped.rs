@@ -87,7 +87,7 @@ fn scoped_plan(world: &World, keys: &BTreeSet<ServiceKey>) -> Plan {
 }
 
 fn key(i: usize) -> ServiceKey {
-    (NS.to_owned(), format!("svc-{i}"))
+    ServiceKey::new(NS, &format!("svc-{i}"))
 }
 
 /// What one service is in a random world.
