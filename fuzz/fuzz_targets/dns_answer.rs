@@ -6,9 +6,9 @@
 
 use std::sync::OnceLock;
 
-use atoll_core::dns::{
-    DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, Zone, ZoneConfig, answer, parse_query,
-};
+use atoll_dns::answer::answer;
+use atoll_dns::wire::parse_query;
+use atoll_dns::zone::{DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, Zone, ZoneConfig};
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 

@@ -22,7 +22,6 @@ pub mod corefile;
 pub mod derived;
 pub mod diff;
 pub mod dirty;
-pub mod dns;
 pub mod explain;
 pub mod export;
 pub mod import;

@@ -2,22 +2,39 @@
 //! cluster's ServiceImports and MCS EndpointSlices only, so it works with any MCS
 //! implementation, not just Atoll's agent.
 //!
-//! Data flow: watches ([`source`]) rebuild an immutable [`atoll_core::dns::Zone`] after each
-//! batch of changes and swap it into an [`arc_swap::ArcSwap`]; UDP workers ([`udp`], one
-//! blocking thread per SO_REUSEPORT socket) and the TCP listener ([`tcp`]) load the current
-//! snapshot without locks and answer with [`atoll_core::dns::answer`].
+//! Laid out like a DNS server's usual split into store, zone handler and server:
+//! * [`zone`]: the data. Watch events become compact records in a [`zone::Catalog`], from
+//!   which an immutable [`zone::Zone`] snapshot with pre-encoded record sets is built and
+//!   updated one changed service at a time.
+//! * [`answer`]: one query in, one response out, from a snapshot; [`resolve`] asks a snapshot
+//!   without a socket (for `atoll explain`). [`wire`] is the little of the DNS wire format
+//!   they need.
+//! * [`source`]: the watches that keep the zone in step with the cluster and swap each new
+//!   snapshot into a [`SharedZone`].
+//! * [`server`]: UDP workers (one blocking thread per SO_REUSEPORT socket) and the TCP
+//!   listener, which load the current snapshot without locks and answer with [`answer`].
+//! * [`metrics`]: what the servers and the source count.
+//!
+//! No module here depends on `atoll-core`: the zone needs only the API types (`atoll-api`,
+//! including the service keys) and the watches (`atoll-watch`).
 
+pub mod answer;
+#[cfg(test)]
+mod fixtures;
 pub mod metrics;
+pub mod resolve;
+pub mod server;
 pub mod source;
-pub mod tcp;
-pub mod udp;
+pub mod wire;
+pub mod zone;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use atoll_core::dns::{Zone, ZoneConfig};
 pub use atoll_watch::Readiness;
+
+use crate::zone::{Zone, ZoneConfig};
 
 /// The current zone, swapped atomically when cluster objects change.
 pub type SharedZone = Arc<ArcSwap<Zone>>;
@@ -30,16 +47,6 @@ pub struct DnsConfig {
     pub listen: Vec<SocketAddr>,
     /// UDP sockets (and threads) per address.
     pub udp_workers: usize,
-}
-
-/// Why the DNS server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("binding {address}: {source}")]
-    Bind {
-        address: SocketAddr,
-        source: std::io::Error,
-    },
 }
 
 /// A zone that answers SERVFAIL until the first sync replaces it.

@@ -8,7 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use atoll_core::dns::{Outcome, rcode, rtype};
+use crate::answer::Outcome;
+use crate::wire::{rcode, rtype};
 
 /// Query types counted separately; everything else is `other`.
 const TYPES: [(u16, &str); 6] = [
@@ -104,7 +105,7 @@ pub struct DnsMetrics {
     /// Services re-encoded by snapshot updates.
     pub updated_services: Counter,
     /// UDP packets dropped unanswered for their source address (see
-    /// [`crate::udp::answerable_source`]).
+    /// [`crate::server::udp::answerable_source`]).
     pub udp_dropped_sources: Counter,
     /// TCP connections open now.
     pub tcp_connections: Gauge,

@@ -1,5 +1,5 @@
 //! Keeps the zone in step with the cluster: watches of ServiceImports and MCS EndpointSlices
-//! feed a [`Feed`], which keeps the compact [`Catalog`](atoll_core::dns::Catalog) and the
+//! feed a [`Feed`], which keeps the compact [`Catalog`](crate::zone::Catalog) and the
 //! services each event changed; after each batch of events the next snapshot re-encodes only
 //! those services ([`Zone::updated`]) and is swapped in. The zone stays SERVFAIL, and the
 //! [`Readiness`] not ready, until both watches have listed once: an empty zone served while the
@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use atoll_api::labels;
 use atoll_api::v1beta1::ServiceImport;
-use atoll_core::dns::{Feed, WatchEvent, Zone, ZoneConfig};
 use atoll_watch::Readiness;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -20,6 +19,7 @@ use kube::{Api, Client};
 
 use crate::SharedZone;
 use crate::metrics::DnsMetrics;
+use crate::zone::{Feed, WatchEvent, Zone, ZoneConfig};
 
 /// The watch of the cluster's ServiceImports.
 pub const SERVICE_IMPORTS: &str = "ServiceImports";

@@ -10,9 +10,9 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atoll_core::dns::ZoneConfig;
 use atoll_dns::metrics::{DnsMetrics, TcpClose};
-use atoll_dns::tcp::TcpLimits;
+use atoll_dns::server::tcp::TcpLimits;
+use atoll_dns::zone::ZoneConfig;
 use common::{WEB, eventually, query, tcp_ask, udp_ask, zone};
 use hickory_proto::op::{Message, ResponseCode};
 use tokio_util::sync::CancellationToken;
@@ -38,7 +38,8 @@ async fn two_thousand_idle_tcp_connections_cost_little_memory_and_leave_udp_fast
     let metrics = DnsMetrics::default();
     let stop = CancellationToken::new();
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let udp = atoll_dns::udp::start(any, 1, shared.clone(), metrics.clone(), stop.clone()).unwrap();
+    let udp = atoll_dns::server::udp::start(any, 1, shared.clone(), metrics.clone(), stop.clone())
+        .unwrap();
     // The cap is above the test's connections, and the timeouts far beyond its duration, so
     // all 2,000 stay open and idle.
     let limits = TcpLimits {
@@ -47,7 +48,7 @@ async fn two_thousand_idle_tcp_connections_cost_little_memory_and_leave_udp_fast
         max_lifetime: Duration::from_secs(600),
         ..TcpLimits::default()
     };
-    let tcp = atoll_dns::tcp::start(any, shared, metrics.clone(), limits, stop.clone())
+    let tcp = atoll_dns::server::tcp::start(any, shared, metrics.clone(), limits, stop.clone())
         .await
         .unwrap();
     let address = tcp.address();

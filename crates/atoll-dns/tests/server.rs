@@ -10,9 +10,9 @@ mod common;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 
-use atoll_core::dns::ZoneConfig;
 use atoll_dns::metrics::DnsMetrics;
-use atoll_dns::tcp::TcpLimits;
+use atoll_dns::server::tcp::TcpLimits;
+use atoll_dns::zone::ZoneConfig;
 use common::{WEB, query, query_with, tcp_ask, udp_ask, udp_raw, zone};
 use hickory_proto::op::{Message, ResponseCode};
 use tokio_util::sync::CancellationToken;
@@ -24,8 +24,9 @@ async fn udp_and_tcp_serve_the_current_snapshot() {
     let stop = CancellationToken::new();
     let metrics = DnsMetrics::default();
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let udp = atoll_dns::udp::start(any, 2, shared.clone(), metrics.clone(), stop.clone()).unwrap();
-    let tcp = atoll_dns::tcp::start(
+    let udp = atoll_dns::server::udp::start(any, 2, shared.clone(), metrics.clone(), stop.clone())
+        .unwrap();
+    let tcp = atoll_dns::server::tcp::start(
         any,
         shared.clone(),
         metrics.clone(),
@@ -73,7 +74,8 @@ async fn udp_answers_stay_within_the_server_maximum_whatever_edns_claims() {
     let stop = CancellationToken::new();
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let udp =
-        atoll_dns::udp::start(any, 1, shared.clone(), DnsMetrics::default(), stop.clone()).unwrap();
+        atoll_dns::server::udp::start(any, 1, shared.clone(), DnsMetrics::default(), stop.clone())
+            .unwrap();
     let raw = udp_raw(udp, &query_with(WEB, Some(65535)));
     assert!(raw.len() <= 1232, "{} bytes", raw.len());
     let m = Message::from_vec(&raw).unwrap();

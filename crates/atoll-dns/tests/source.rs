@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use atoll_core::dns::{ZoneConfig, answer, rcode};
+use atoll_dns::answer::answer;
 use atoll_dns::metrics::DnsMetrics;
 use atoll_dns::source::{FIRST_SNAPSHOT, MCS_ENDPOINT_SLICES, SERVICE_IMPORTS};
+use atoll_dns::wire::rcode;
+use atoll_dns::zone::ZoneConfig;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -11,9 +11,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atoll_core::dns::ZoneConfig;
 use atoll_dns::metrics::{DnsMetrics, TcpClose};
-use atoll_dns::tcp::{TcpLimits, TcpServer};
+use atoll_dns::server::tcp::{TcpLimits, TcpServer};
+use atoll_dns::zone::ZoneConfig;
 use common::{WEB, closed_by_server, eventually, query, tcp_exchange, zone};
 use hickory_proto::op::ResponseCode;
 use tokio::io::AsyncWriteExt;
@@ -33,7 +33,7 @@ async fn serve(limits: TcpLimits) -> Server {
     let metrics = DnsMetrics::default();
     let stop = CancellationToken::new();
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let tcp = atoll_dns::tcp::start(any, shared, metrics.clone(), limits, stop.clone())
+    let tcp = atoll_dns::server::tcp::start(any, shared, metrics.clone(), limits, stop.clone())
         .await
         .unwrap();
     Server { tcp, metrics, stop }

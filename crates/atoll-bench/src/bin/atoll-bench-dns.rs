@@ -92,7 +92,7 @@ fn rss_kib() -> u64 {
 /// memory of the catalog and of the zone (RSS growth), the first build's time, and the time of
 /// one-service updates (the cost of a change at this size).
 fn footprint(n: usize) -> anyhow::Result<()> {
-    use atoll_core::dns::{Feed, WatchEvent, Zone, ZoneConfig};
+    use atoll_dns::zone::{Feed, WatchEvent, Zone, ZoneConfig};
     let start = rss_kib();
     let mut feed = Feed::default();
     feed.import_event(WatchEvent::ListStarted);

@@ -5,7 +5,7 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use atoll_core::dns::{Zone, ZoneConfig};
+use atoll_dns::zone::{Zone, ZoneConfig};
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use serde_json::json;

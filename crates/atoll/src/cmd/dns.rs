@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use atoll_core::dns::{DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, ZoneConfig};
 use atoll_dns::metrics::DnsMetrics;
-use atoll_dns::tcp::TcpLimits;
+use atoll_dns::server::tcp::TcpLimits;
+use atoll_dns::zone::{DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, ZoneConfig};
 use tokio_util::sync::CancellationToken;
 
 use super::kubeconfig::client;
@@ -76,7 +76,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         max_queries: args.tcp_max_queries,
     };
     anyhow::ensure!(
-        atoll_core::dns::encode_name(&zone_config.zone).is_some(),
+        atoll_dns::wire::encode_name(&zone_config.zone).is_some(),
         "--zone {} is not a valid DNS name",
         args.zone
     );
@@ -97,7 +97,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or(1)
     });
     for address in &args.listen {
-        let udp = atoll_dns::udp::start(
+        let udp = atoll_dns::server::udp::start(
             *address,
             workers,
             zone.clone(),
@@ -105,7 +105,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             stop.clone(),
         )
         .with_context(|| format!("starting UDP on {address}"))?;
-        let tcp = atoll_dns::tcp::start(
+        let tcp = atoll_dns::server::tcp::start(
             *address,
             zone.clone(),
             metrics.clone(),
@@ -139,7 +139,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// Resolves once every server of `servers` has stopped.
-async fn all_stopped(servers: Vec<atoll_dns::tcp::TcpServer>) {
+async fn all_stopped(servers: Vec<atoll_dns::server::tcp::TcpServer>) {
     for server in servers {
         server.stopped().await;
     }

@@ -368,13 +368,13 @@ pub async fn explain_service(args: ExplainArgs) -> anyhow::Result<bool> {
         Vec::new()
     };
     let dns = import.as_ref().and_then(|i| {
-        let zone = atoll_core::dns::Zone::build(
-            &atoll_core::dns::ZoneConfig::default(),
+        let zone = atoll_dns::zone::Zone::build(
+            &atoll_dns::zone::ZoneConfig::default(),
             &[i],
             &slices.iter().collect::<Vec<_>>(),
         );
         let v6_only = i.spec.as_ref().is_some_and(|s| s.ip_families == ["IPv6"]);
-        atoll_core::dns::resolve(
+        atoll_dns::resolve::resolve(
             &zone,
             &format!("{name}.{ns}.svc.clusterset.local"),
             if v6_only { 28 } else { 1 },

@@ -8,14 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
+use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
 use atoll_api::multicluster::ServiceImportType;
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-
-use atoll_api::keys::{ObjectKey, ServiceKey};
-
-use super::zone::dashed;
 
 /// A port of a ServiceImport as DNS uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,4 +291,14 @@ impl Catalog {
         }
         changed
     }
+}
+
+/// The hostname DNS uses for an endpoint without one: the address with `.`/`:` replaced by `-`
+/// (IPv6 ending in `-` gets a `0`, as CoreDNS does).
+fn dashed(address: &IpAddr) -> String {
+    let mut s = address.to_string().replace(['.', ':'], "-");
+    if s.ends_with('-') {
+        s.push('0');
+    }
+    s
 }

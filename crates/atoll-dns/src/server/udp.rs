@@ -6,12 +6,13 @@
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use atoll_core::dns::answer;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio_util::sync::CancellationToken;
 
+use super::Error;
+use crate::SharedZone;
+use crate::answer::answer;
 use crate::metrics::DnsMetrics;
-use crate::{Error, SharedZone};
 
 /// Largest UDP query we read (EDNS allows clients to send up to 64 KiB; queries are small).
 const MAX_QUERY: usize = 4096;

@@ -1,8 +1,7 @@
-//! Answering one query from a [`Zone`].
+//! Answering one query from a [`Zone`]: parse, look up, copy pre-encoded bytes.
 
-use super::records::RrSet;
-use super::wire::{self, ParseError, Query, parse_query, push_header, push_opt, rcode};
-use super::zone::{MIN_UDP_PAYLOAD, Missing, Zone};
+use crate::wire::{self, ParseError, Query, parse_query, push_header, push_opt, rcode};
+use crate::zone::{MIN_UDP_PAYLOAD, Missing, RrSet, Zone};
 
 /// Extended DNS Error info codes (RFC 8914).
 const EDE_OTHER: u16 = 0;
@@ -21,7 +20,7 @@ pub struct Outcome {
 
 /// Writes into `out` the response to `packet`, received over TCP when `tcp` is true, otherwise
 /// over UDP. A UDP response is at most the requester's EDNS size (512 without EDNS) and at most
-/// the zone's [`max_udp_payload`](super::ZoneConfig::max_udp_payload); a larger one is cut to
+/// the zone's [`max_udp_payload`](crate::zone::ZoneConfig::max_udp_payload); a larger one is cut to
 /// header, question and OPT with TC set, so the client retries over TCP, where the whole answer
 /// is sent. `out` is left empty when the packet must be dropped.
 pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outcome {
@@ -155,3 +154,6 @@ fn under(name: &[u8], apex: &[u8]) -> bool {
     }
     at == name.len() - apex.len()
 }
+
+#[cfg(test)]
+mod tests;

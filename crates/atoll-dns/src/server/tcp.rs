@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use atoll_core::dns::answer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -18,8 +17,10 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 
+use super::Error;
+use crate::SharedZone;
+use crate::answer::answer;
 use crate::metrics::{DnsMetrics, TcpClose};
-use crate::{Error, SharedZone};
 
 /// Bounds on what TCP clients can make the server hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

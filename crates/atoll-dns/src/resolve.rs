@@ -3,9 +3,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::answer::answer;
-use super::wire::encode_name;
-use super::zone::Zone;
+use crate::answer::answer;
+use crate::wire::encode_name;
+use crate::zone::Zone;
 
 /// Names of the response codes `answer` uses.
 fn rcode_name(code: u8) -> &'static str {
@@ -72,7 +72,7 @@ pub fn resolve(zone: &Zone, name: &str, qtype: u16) -> Option<(&'static str, Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dns::ZoneConfig;
+    use crate::zone::ZoneConfig;
     use serde_json::json;
 
     #[test]

@@ -6,10 +6,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-
-use atoll_api::keys::{ObjectKey, ServiceKey};
 
 use super::catalog::{Catalog, ImportRecord, SliceRecord};
 
@@ -140,7 +139,7 @@ impl Feed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dns::tests::{mk_import, mk_slice};
+    use crate::fixtures::{mk_import, mk_slice};
     use atoll_api::multicluster::ServiceImportType;
 
     #[test]

@@ -4,10 +4,11 @@
 use atoll_api::multicluster::ServiceImportType;
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::wire::{encode_name, rtype};
+
 use super::catalog::{ImportRecord, SliceRecord};
+use super::missing::Missing;
 use super::records::{Builder, Node, Ttls, srv_rdata};
-use super::wire::{encode_name, rtype};
-use super::zone::Missing;
 
 /// The encoded names of one service, sorted for binary search.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

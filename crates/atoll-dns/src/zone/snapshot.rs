@@ -1,91 +1,26 @@
 //! The zone snapshot: fixed names at the apex, and per service the names built from the
 //! [`Catalog`], in copy-on-write shards.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
+use atoll_api::keys::ServiceKey;
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use atoll_api::keys::ServiceKey;
+use crate::wire::{encode_name, push_rr, rtype};
 
 use super::catalog::Catalog;
+use super::config::{MIN_UDP_PAYLOAD, ZoneConfig};
+use super::missing::Missing;
 use super::records::{Builder, Node, Ttls};
 use super::service::{ServiceNames, service_label_key};
 use super::shards::Sharded;
-use super::wire::{encode_name, push_rr, rtype};
-
-/// The largest UDP answer Atoll sends by default, and what its OPT record advertises: the DNS
-/// flag day 2020 value, which fits an unfragmented IPv6 packet on common links. Honouring
-/// whatever size a requester claims (up to 65,535 bytes) would let a spoofed 60-byte query
-/// draw a kilobytes-long answer at a victim.
-pub const DEFAULT_MAX_UDP_PAYLOAD: u16 = 1232;
-/// The smallest UDP payload size there is: plain DNS's, and the floor of any EDNS size (RFC 6891
-/// §6.2.3 says smaller values count as 512).
-pub const MIN_UDP_PAYLOAD: u16 = 512;
-
-/// Settings of the served zone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ZoneConfig {
-    /// The zone, `clusterset.local` by default.
-    pub zone: String,
-    /// TTL of every service record (CoreDNS uses 5 s).
-    pub ttl: u32,
-    /// TTL of the `dns-version` TXT record.
-    pub txt_ttl: u32,
-    /// The largest UDP answer the server sends, whatever the requester's EDNS size; also the
-    /// size its OPT record advertises. Values under 512 count as 512.
-    pub max_udp_payload: u16,
-}
-
-impl Default for ZoneConfig {
-    fn default() -> Self {
-        Self {
-            zone: "clusterset.local".to_owned(),
-            ttl: 5,
-            txt_ttl: 28800,
-            max_udp_payload: DEFAULT_MAX_UDP_PAYLOAD,
-        }
-    }
-}
-
-/// Why a name under the zone does not exist; sent as an Extended DNS Error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Missing {
-    /// No ServiceImport of that name in an imported namespace.
-    NoSuchService,
-    /// No ServiceImport at all in that namespace.
-    NamespaceNotImported,
-    /// A headless service without ready endpoints (the spec wants NXDOMAIN).
-    NoReadyEndpoints,
-    /// `<clusterid>.<svc>.<ns>.svc.<zone>` is reserved and never resolves.
-    ClusterScopedName,
-    /// Anything else under the zone.
-    NoSuchName,
-}
-
-impl Missing {
-    /// The Extended DNS Error text.
-    pub fn text(self) -> &'static str {
-        match self {
-            Self::NoSuchService => "no such service is imported into this cluster",
-            Self::NamespaceNotImported => {
-                "no service of this namespace is imported into this cluster"
-            }
-            Self::NoReadyEndpoints => "the headless service has no ready endpoints",
-            Self::ClusterScopedName => {
-                "<clusterid>.<service> names are reserved by the MCS DNS spec"
-            }
-            Self::NoSuchName => "no such name in the clusterset zone",
-        }
-    }
-}
 
 /// An immutable snapshot of the zone. Cloning one is cheap (its maps share their shards), and
 /// [`Zone::updated`] re-encodes only the services that changed.
 #[derive(Debug, Clone)]
 pub struct Zone {
-    pub(super) apex: Vec<u8>,
+    pub(crate) apex: Vec<u8>,
     zone: String,
     ttls: Ttls,
     /// The apex (NS, SOA), `dns-version` (TXT) and `svc` (no records).
@@ -97,25 +32,15 @@ pub struct Zone {
     /// What `<ns>.svc.<zone>` of an imported namespace holds: no records (NODATA).
     empty: Node,
     /// The SOA record (owner = apex) for authority sections.
-    pub(super) soa: Vec<u8>,
+    pub(crate) soa: Vec<u8>,
     /// False until the first full sync: every query then gets SERVFAIL.
-    pub(super) synced: bool,
+    pub(crate) synced: bool,
     /// [`ZoneConfig::max_udp_payload`], at least [`MIN_UDP_PAYLOAD`].
-    pub(super) max_udp_payload: u16,
+    pub(crate) max_udp_payload: u16,
     /// Number of names, for metrics.
     pub names: usize,
     /// Bytes of pre-encoded records, for metrics.
     pub bytes: usize,
-}
-
-/// The hostname DNS uses for an endpoint without one: the address with `.`/`:` replaced by `-`
-/// (IPv6 ending in `-` gets a `0`, as CoreDNS does).
-pub fn dashed(address: &IpAddr) -> String {
-    let mut s = address.to_string().replace(['.', ':'], "-");
-    if s.ends_with('-') {
-        s.push('0');
-    }
-    s
 }
 
 /// Where a name under the zone would be, from its labels.
@@ -295,7 +220,7 @@ impl Zone {
     }
 
     /// The node of `name` (lowercase wire format, under the zone), if it exists.
-    pub(super) fn node(&self, name: &[u8]) -> Option<&Node> {
+    pub(crate) fn node(&self, name: &[u8]) -> Option<&Node> {
         if let Some((_, node)) = self.fixed.iter().find(|(n, _)| n.as_slice() == name) {
             return Some(node);
         }
@@ -307,7 +232,7 @@ impl Zone {
     }
 
     /// Why `name` (lowercase wire format, under the zone) does not exist.
-    pub(super) fn why_missing(&self, name: &[u8]) -> Missing {
+    pub(crate) fn why_missing(&self, name: &[u8]) -> Missing {
         match self.place(name) {
             Place::Service {
                 key,
@@ -331,7 +256,7 @@ impl Zone {
 
     /// Shards of the service and namespace maps this zone shares with `other`.
     #[cfg(test)]
-    pub(super) fn shared_shards(&self, other: &Self) -> usize {
+    pub(crate) fn shared_shards(&self, other: &Self) -> usize {
         self.services.shared_shards(&other.services)
             + self.namespaces.shared_shards(&other.namespaces)
     }

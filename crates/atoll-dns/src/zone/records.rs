@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use super::wire::{push_rr, push_rr_tail, rtype};
+use crate::wire::{push_rr, push_rr_tail, rtype};
 
 /// Pre-encoded records of one type at one name: the answer RRs (owner = pointer to the
 /// question) and the additional RRs (owners spelled out).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct RrSet {
+pub(crate) struct RrSet {
     pub answers: Vec<u8>,
     pub answer_count: u16,
     pub additional: Vec<u8>,
@@ -18,7 +18,7 @@ pub(super) struct RrSet {
 
 /// A name that exists; a type without an entry gets NODATA.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct Node {
+pub(crate) struct Node {
     pub sets: Vec<(u16, RrSet)>,
 }
 
@@ -34,7 +34,7 @@ impl Node {
 
 /// TTLs of the encoded records.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Ttls {
+pub(crate) struct Ttls {
     pub records: u32,
     pub txt: u32,
 }
@@ -49,7 +49,7 @@ struct PendingSet {
 
 /// Collects records by name (wire format), then encodes them into [`Node`]s.
 #[derive(Default)]
-pub(super) struct Builder {
+pub(crate) struct Builder {
     names: BTreeMap<Vec<u8>, Vec<(u16, PendingSet)>>,
 }
 
@@ -145,7 +145,7 @@ fn encode_node(mut types: Vec<(u16, PendingSet)>, ttls: Ttls) -> Node {
 }
 
 /// The record type and RDATA of an address.
-pub(super) fn a_or_aaaa(address: &IpAddr) -> (u16, Vec<u8>) {
+pub(crate) fn a_or_aaaa(address: &IpAddr) -> (u16, Vec<u8>) {
     match address {
         IpAddr::V4(a) => (rtype::A, a.octets().to_vec()),
         IpAddr::V6(a) => (rtype::AAAA, a.octets().to_vec()),
@@ -153,7 +153,7 @@ pub(super) fn a_or_aaaa(address: &IpAddr) -> (u16, Vec<u8>) {
 }
 
 /// The RDATA of an SRV record of priority 0.
-pub(super) fn srv_rdata(weight: u16, port: u16, target: &[u8]) -> Vec<u8> {
+pub(crate) fn srv_rdata(weight: u16, port: u16, target: &[u8]) -> Vec<u8> {
     let mut rdata = Vec::with_capacity(6 + target.len());
     rdata.extend_from_slice(&0u16.to_be_bytes());
     rdata.extend_from_slice(&weight.to_be_bytes());

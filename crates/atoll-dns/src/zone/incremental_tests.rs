@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::multicluster::ServiceImportType;
 use atoll_api::v1beta1::ServiceImport;
 use hickory_proto::op::{Message, Query as HQuery};
@@ -11,9 +12,10 @@ use hickory_proto::rr::{Name, RecordType};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use proptest::prelude::*;
 
-use super::tests::{mk_import, mk_slice};
 use super::*;
-use atoll_api::keys::{ObjectKey, ServiceKey};
+use crate::answer::answer;
+use crate::fixtures::{mk_import, mk_slice};
+use crate::resolve::resolve;
 
 const NAMESPACES: [&str; 2] = ["a", "b"];
 const SERVICES: [&str; 3] = ["s0", "s1", "s2"];
