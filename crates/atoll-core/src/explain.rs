@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use atoll_api::hub::{ExportedService, ExportedServiceSpec, NamespacePolicySpec};
@@ -93,260 +94,353 @@ fn age(d: Duration) -> String {
 
 /// The hops, in order. The first that is not `ok` is what to fix first.
 pub fn explain(f: &Facts) -> Vec<Hop> {
-    let mut hops = Vec::new();
-    let id = format!("{}/{}", f.namespace, f.name);
+    let mut trace = Trace {
+        facts: f,
+        id: format!("{}/{}", f.namespace, f.name),
+        hops: Vec::new(),
+    };
+    // A hop that cuts the path ends the trace: every later hop depends on it.
+    let _ = trace.follow();
+    trace.hops
+}
 
-    // 1. Exports in the members that could be inspected.
-    for m in &f.members {
-        let hop = format!("export in {}", m.cluster);
-        match (&m.service, &m.export) {
-            (_, Some(export)) => {
-                let conditions = export.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-                match find(conditions, "Valid") {
-                    Some(v) if v.status == ConditionStatus::False => hops.push(broken(
-                        hop,
-                        format!("ServiceExport {id} is not valid: {} ({})", v.reason, v.message),
-                        match v.reason.as_str() {
-                            "NoService" => format!("create the Service {id} in {}", m.cluster),
-                            "NamespaceExcluded" => "change the NamespacePolicy clusterset on the hub, or export from another namespace".to_owned(),
-                            _ => format!("fix the Service {id} in {} ({})", m.cluster, v.message),
-                        },
-                    )),
-                    Some(_) => hops.push(ok(hop, format!("ServiceExport {id} is valid"))),
-                    None => hops.push(broken(
-                        hop,
-                        format!("ServiceExport {id} has no Valid condition yet"),
-                        format!("check that the Atoll agent runs in {} (its /readyz)", m.cluster),
-                    )),
-                }
-            }
-            (Some(_), None) => hops.push(ok(
-                hop,
-                format!("Service {id} exists but is not exported (not part of the service unless exported)"),
-            )),
-            (None, None) => {}
-        }
+/// The hops found so far, for the service `id` (`namespace/name`) of `facts`.
+struct Trace<'f> {
+    facts: &'f Facts,
+    id: String,
+    hops: Vec<Hop>,
+}
+
+impl<'f> Trace<'f> {
+    fn follow(&mut self) -> ControlFlow<()> {
+        self.exports()?;
+        self.namespace_policy()?;
+        let trusted = self.hub_records()?;
+        self.source_clusters(&trusted);
+        self.merge(&trusted);
+        self.member_namespace()?;
+        let import = self.service_import(trusted.len())?;
+        self.endpoints()?;
+        self.dns(import);
+        ControlFlow::Continue(())
     }
-    let exported_somewhere = f.members.iter().any(|m| m.export.is_some());
-    if f.records.is_empty() && !exported_somewhere {
+
+    /// Records a broken hop the rest of the path depends on.
+    fn cut<T>(&mut self, hop: Hop) -> ControlFlow<(), T> {
+        self.hops.push(hop);
+        ControlFlow::Break(())
+    }
+
+    /// 1. Exports in the members that could be inspected, and whether anyone exports at all.
+    fn exports(&mut self) -> ControlFlow<()> {
+        let f = self.facts;
+        for m in &f.members {
+            if let Some(hop) = member_export(m, &self.id) {
+                self.hops.push(hop);
+            }
+        }
+        let exported_somewhere = f.members.iter().any(|m| m.export.is_some());
+        if !f.records.is_empty() || exported_somewhere {
+            return ControlFlow::Continue(());
+        }
+        let id = &self.id;
         let local: Vec<&str> = f
             .members
             .iter()
             .filter(|m| m.service.is_some())
             .map(|m| m.cluster.as_str())
             .collect();
-        hops.push(broken(
+        self.cut(broken(
             "exports",
             format!("no cluster exports {id}"),
             match local.first() {
                 Some(c) => format!("create a ServiceExport {id} next to the Service in {c}"),
                 None => format!("create the Service {id} and a ServiceExport next to it in the clusters that serve it"),
             },
-        ));
-        return hops;
+        ))
     }
 
-    // 2. Namespace policy.
-    if let Some(why) = excluded(&f.policy, &f.namespace) {
-        hops.push(broken(
+    /// 2. Namespace policy.
+    fn namespace_policy(&mut self) -> ControlFlow<()> {
+        let f = self.facts;
+        if let Some(why) = excluded(&f.policy, &f.namespace) {
+            return self.cut(broken(
+                "namespace policy",
+                why,
+                "edit the NamespacePolicy clusterset on the hub (kubectl edit namespacepolicy clusterset)",
+            ));
+        }
+        self.hops.push(ok(
             "namespace policy",
-            why,
-            "edit the NamespacePolicy clusterset on the hub (kubectl edit namespacepolicy clusterset)",
+            format!("namespace {} takes part in the ClusterSet", f.namespace),
         ));
-        return hops;
+        ControlFlow::Continue(())
     }
-    hops.push(ok(
-        "namespace policy",
-        format!("namespace {} takes part in the ClusterSet", f.namespace),
-    ));
 
-    // 3. Hub records, 4. their source clusters.
-    let mut trusted: Vec<&ExportedServiceSpec> = Vec::new();
-    for r in &f.records {
-        let name = format!(
-            "hub record {}/{}",
-            r.metadata.namespace.as_deref().unwrap_or_default(),
-            r.metadata.name.as_deref().unwrap_or_default()
-        );
-        match record_problem(r) {
-            Some(problem) => hops.push(broken(
-                name,
-                format!("ignored by every importer: {problem}"),
-                "delete the record; only the agent of the cluster it names may publish it",
-            )),
-            None => {
-                hops.push(ok(name, format!("published by {}", r.spec.cluster)));
-                trusted.push(&r.spec);
+    /// 3. Hub records; the trusted ones go on.
+    fn hub_records(&mut self) -> ControlFlow<(), Vec<&'f ExportedServiceSpec>> {
+        let f = self.facts;
+        let mut trusted: Vec<&ExportedServiceSpec> = Vec::new();
+        for r in &f.records {
+            let name = format!(
+                "hub record {}/{}",
+                r.metadata.namespace.as_deref().unwrap_or_default(),
+                r.metadata.name.as_deref().unwrap_or_default()
+            );
+            match record_problem(r) {
+                Some(problem) => self.hops.push(broken(
+                    name,
+                    format!("ignored by every importer: {problem}"),
+                    "delete the record; only the agent of the cluster it names may publish it",
+                )),
+                None => {
+                    self.hops
+                        .push(ok(name, format!("published by {}", r.spec.cluster)));
+                    trusted.push(&r.spec);
+                }
             }
         }
-    }
-    if trusted.is_empty() {
+        if !trusted.is_empty() {
+            return ControlFlow::Continue(trusted);
+        }
         let exporters: Vec<&str> = f
             .members
             .iter()
             .filter(|m| m.export.is_some())
             .map(|m| m.cluster.as_str())
             .collect();
-        hops.push(broken(
+        self.cut(broken(
             "hub records",
-            format!("the hub holds no record of {id}"),
+            format!("the hub holds no record of {}", self.id),
             format!(
                 "check the Atoll agent of {} (its log, /readyz, and the export's Ready condition)",
                 exporters.join(", ")
             ),
-        ));
-        return hops;
+        ))
     }
-    for spec in &trusted {
-        let hop = format!("source cluster {}", spec.cluster);
-        match f.heartbeats.get(&spec.cluster) {
-            Some(Some(a)) if *a > f.grace => hops.push(broken(
-                hop,
-                format!(
-                    "{} withdrawn: its Lease last changed {} (grace {} s)",
-                    spec.cluster,
-                    age(*a),
-                    f.grace.as_secs()
+
+    /// 4. The source clusters of the trusted records.
+    fn source_clusters(&mut self, trusted: &[&ExportedServiceSpec]) {
+        let f = self.facts;
+        for spec in trusted {
+            let hop = format!("source cluster {}", spec.cluster);
+            self.hops.push(match f.heartbeats.get(&spec.cluster) {
+                Some(Some(a)) if *a > f.grace => broken(
+                    hop,
+                    format!(
+                        "{} withdrawn: its Lease last changed {} (grace {} s)",
+                        spec.cluster,
+                        age(*a),
+                        f.grace.as_secs()
+                    ),
+                    format!(
+                        "bring the Atoll agent of {} back (or `atoll leave` it)",
+                        spec.cluster
+                    ),
                 ),
-                format!(
-                    "bring the Atoll agent of {} back (or `atoll leave` it)",
-                    spec.cluster
-                ),
-            )),
-            Some(Some(a)) => hops.push(ok(hop, format!("heartbeat renewed {}", age(*a)))),
-            Some(None) | None => hops.push(ok(hop, "no heartbeat Lease (imported as published)")),
+                Some(Some(a)) => ok(hop, format!("heartbeat renewed {}", age(*a))),
+                Some(None) | None => ok(hop, "no heartbeat Lease (imported as published)"),
+            });
         }
     }
 
-    // 5. Merge.
-    if let Some(m) = merge(&trusted) {
-        if m.conflicts.any() {
-            hops.push(broken(
+    /// 5. Merge.
+    fn merge(&mut self, trusted: &[&ExportedServiceSpec]) {
+        let Some(m) = merge(trusted) else {
+            return;
+        };
+        self.hops.push(if m.conflicts.any() {
+            broken(
                 "merge",
                 format!(
                     "{}: {}",
                     m.conflicts.reason(),
                     m.conflicts.message(&m.winner)
                 ),
-                format!("make the Services {id} agree in every exporting cluster"),
-            ));
+                format!(
+                    "make the Services {} agree in every exporting cluster",
+                    self.id
+                ),
+            )
         } else {
-            hops.push(ok(
+            ok(
                 "merge",
                 format!(
                     "{:?} from {} cluster(s), no conflict",
                     m.spec.type_,
                     m.clusters.len()
                 ),
-            ));
-        }
+            )
+        });
     }
 
-    // 6. This member.
-    if !f.namespace_exists {
-        hops.push(broken(
+    /// 6. This member's namespace (Atoll never creates one).
+    fn member_namespace(&mut self) -> ControlFlow<()> {
+        let f = self.facts;
+        if f.namespace_exists {
+            return ControlFlow::Continue(());
+        }
+        self.cut(broken(
             format!("namespace in {}", f.member),
             format!("namespace {} does not exist in {}", f.namespace, f.member),
             format!(
                 "create it: kubectl create namespace {} (Atoll never creates namespaces)",
                 f.namespace
             ),
-        ));
-        return hops;
+        ))
     }
-    let Some(import) = &f.import else {
-        hops.push(broken(
-            format!("ServiceImport in {}", f.member),
-            format!(
-                "no ServiceImport {id} in {} although the hub has {} record(s)",
-                f.member,
-                trusted.len()
-            ),
-            format!(
-                "check the Atoll agent of {} (its /readyz and log)",
-                f.member
-            ),
-        ));
-        return hops;
-    };
-    let status = import.status.clone().unwrap_or_default();
-    let conditions = status.conditions.as_slice();
-    if let Some(r) = find(conditions, "Ready").filter(|c| c.status != ConditionStatus::True) {
-        hops.push(broken(
-            format!("ServiceImport in {}", f.member),
-            format!("not ready: {} ({})", r.reason, r.message),
-            if r.reason == "IPFamilyNotSupported" {
-                "export the service with an IP family this cluster has (e.g. PreferDualStack)"
-                    .to_owned()
-            } else {
-                format!("check the Atoll agent of {}", f.member)
-            },
-        ));
-        return hops;
-    }
-    if let Some(s) = find(conditions, crate::conditions::SOURCE_CLUSTERS)
-        .filter(|c| c.status != ConditionStatus::True)
-    {
-        hops.push(broken(
-            format!("ServiceImport in {}", f.member),
-            format!("{}: {}", s.reason, s.message),
-            "bring the withdrawn or stale clusters' agents back",
-        ));
-        return hops;
-    }
-    let ips = import
-        .spec
-        .as_ref()
-        .map(|s| s.ips.clone())
-        .unwrap_or_default();
-    let sources: Vec<String> = status.clusters.iter().map(|c| c.cluster.clone()).collect();
-    hops.push(ok(
-        format!("ServiceImport in {}", f.member),
-        format!("ready, IPs {ips:?}, from {}", sources.join(", ")),
-    ));
 
-    // 7. Endpoints.
-    let ready: usize = f
-        .slices
-        .iter()
-        .flat_map(|s| s.endpoints.iter())
-        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
-        .count();
-    if ready == 0 {
-        hops.push(broken(
-            format!("endpoints in {}", f.member),
-            "no ready endpoint in any MCS EndpointSlice",
-            "check the pods behind the Service in the exporting clusters",
+    /// 7. This member's ServiceImport, made from `records` trusted records.
+    fn service_import(&mut self, records: usize) -> ControlFlow<(), &'f ServiceImport> {
+        let f = self.facts;
+        let hop = format!("ServiceImport in {}", f.member);
+        let Some(import) = &f.import else {
+            return self.cut(broken(
+                hop,
+                format!(
+                    "no ServiceImport {} in {} although the hub has {records} record(s)",
+                    self.id, f.member
+                ),
+                format!(
+                    "check the Atoll agent of {} (its /readyz and log)",
+                    f.member
+                ),
+            ));
+        };
+        let status = import.status.clone().unwrap_or_default();
+        let conditions = status.conditions.as_slice();
+        if let Some(r) = find(conditions, "Ready").filter(|c| c.status != ConditionStatus::True) {
+            return self.cut(broken(
+                hop,
+                format!("not ready: {} ({})", r.reason, r.message),
+                if r.reason == "IPFamilyNotSupported" {
+                    "export the service with an IP family this cluster has (e.g. PreferDualStack)"
+                        .to_owned()
+                } else {
+                    format!("check the Atoll agent of {}", f.member)
+                },
+            ));
+        }
+        if let Some(s) = find(conditions, crate::conditions::SOURCE_CLUSTERS)
+            .filter(|c| c.status != ConditionStatus::True)
+        {
+            return self.cut(broken(
+                hop,
+                format!("{}: {}", s.reason, s.message),
+                "bring the withdrawn or stale clusters' agents back",
+            ));
+        }
+        let sources: Vec<String> = status.clusters.iter().map(|c| c.cluster.clone()).collect();
+        self.hops.push(ok(
+            hop,
+            format!(
+                "ready, IPs {:?}, from {}",
+                import_ips(import),
+                sources.join(", ")
+            ),
         ));
-        return hops;
+        ControlFlow::Continue(import)
     }
-    hops.push(ok(
-        format!("endpoints in {}", f.member),
-        format!("{ready} ready endpoint(s)"),
-    ));
 
-    // 8. DNS.
-    if let Some((rcode, addresses)) = &f.dns {
+    /// 8. Ready endpoints in this member's MCS EndpointSlices.
+    fn endpoints(&mut self) -> ControlFlow<()> {
+        let f = self.facts;
+        let hop = format!("endpoints in {}", f.member);
+        let ready: usize = f
+            .slices
+            .iter()
+            .flat_map(|s| s.endpoints.iter())
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+            .count();
+        if ready == 0 {
+            return self.cut(broken(
+                hop,
+                "no ready endpoint in any MCS EndpointSlice",
+                "check the pods behind the Service in the exporting clusters",
+            ));
+        }
+        self.hops
+            .push(ok(hop, format!("{ready} ready endpoint(s)")));
+        ControlFlow::Continue(())
+    }
+
+    /// 9. What `atoll dns` answers for the service's name here, when that was asked.
+    fn dns(&mut self, import: &ServiceImport) {
+        let f = self.facts;
+        let Some((rcode, addresses)) = &f.dns else {
+            return;
+        };
         let fqdn = format!("{}.{}.svc.clusterset.local", f.name, f.namespace);
-        let want: Vec<IpAddr> = ips.iter().filter_map(|i| i.parse().ok()).collect();
+        let want: Vec<IpAddr> = import_ips(import)
+            .iter()
+            .filter_map(|i| i.parse().ok())
+            .collect();
         let headless = import
             .spec
             .as_ref()
             .is_some_and(|s| s.type_ == atoll_api::multicluster::ServiceImportType::Headless);
-        if rcode == "NOERROR"
-            && !addresses.is_empty()
-            && (headless || want.iter().all(|w| addresses.contains(w)))
-        {
-            hops.push(ok("DNS", format!("{fqdn} -> {addresses:?}")));
-        } else {
-            hops.push(broken(
-                "DNS",
-                format!("atoll dns would answer {rcode} {addresses:?} for {fqdn}"),
-                format!("check that atoll dns runs in {} and that CoreDNS forwards clusterset.local to it", f.member),
-            ));
-        }
+        self.hops.push(
+            if rcode == "NOERROR"
+                && !addresses.is_empty()
+                && (headless || want.iter().all(|w| addresses.contains(w)))
+            {
+                ok("DNS", format!("{fqdn} -> {addresses:?}"))
+            } else {
+                broken(
+                    "DNS",
+                    format!("atoll dns would answer {rcode} {addresses:?} for {fqdn}"),
+                    format!("check that atoll dns runs in {} and that CoreDNS forwards clusterset.local to it", f.member),
+                )
+            },
+        );
     }
-    hops
+}
+
+/// The export hop of one inspected member; `None` when it has neither Service nor export.
+fn member_export(m: &MemberView, id: &str) -> Option<Hop> {
+    let hop = format!("export in {}", m.cluster);
+    match (&m.service, &m.export) {
+        (_, Some(export)) => {
+            let conditions = export
+                .status
+                .as_ref()
+                .map(|s| s.conditions.as_slice())
+                .unwrap_or_default();
+            Some(match find(conditions, "Valid") {
+                Some(v) if v.status == ConditionStatus::False => broken(
+                    hop,
+                    format!("ServiceExport {id} is not valid: {} ({})", v.reason, v.message),
+                    match v.reason.as_str() {
+                        "NoService" => format!("create the Service {id} in {}", m.cluster),
+                        "NamespaceExcluded" => "change the NamespacePolicy clusterset on the hub, or export from another namespace".to_owned(),
+                        _ => format!("fix the Service {id} in {} ({})", m.cluster, v.message),
+                    },
+                ),
+                Some(_) => ok(hop, format!("ServiceExport {id} is valid")),
+                None => broken(
+                    hop,
+                    format!("ServiceExport {id} has no Valid condition yet"),
+                    format!("check that the Atoll agent runs in {} (its /readyz)", m.cluster),
+                ),
+            })
+        }
+        (Some(_), None) => Some(ok(
+            hop,
+            format!(
+                "Service {id} exists but is not exported (not part of the service unless exported)"
+            ),
+        )),
+        (None, None) => None,
+    }
+}
+
+/// The import's `spec.ips`.
+fn import_ips(import: &ServiceImport) -> Vec<String> {
+    import
+        .spec
+        .as_ref()
+        .map(|s| s.ips.clone())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
