@@ -1,28 +1,16 @@
 //! `atoll agent`: run the agent for one member cluster.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 
-use super::kubeconfig::client;
+use super::kubeconfig::{ClusterHelp, HubHelp, MemberAndHub, client};
 
 /// Arguments of `atoll agent`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Kubeconfig of this member cluster (default: inferred, e.g. in-cluster).
-    #[arg(long, env = "ATOLL_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context of this member cluster in --kubeconfig.
-    #[arg(long)]
-    pub context: Option<String>,
-    /// Kubeconfig of the hub (default: the one `atoll join` stored in the member's Secret
-    /// atoll-system/atoll-hub).
-    #[arg(long, env = "ATOLL_HUB_KUBECONFIG")]
-    pub hub_kubeconfig: Option<PathBuf>,
-    /// Context of the hub in --hub-kubeconfig.
-    #[arg(long)]
-    pub hub_context: Option<String>,
+    #[command(flatten)]
+    pub clusters: MemberAndHub<AgentClusters>,
     /// Milliseconds to wait after a change before reconciling, to batch bursts of events.
     #[arg(long, default_value_t = 10)]
     pub debounce_ms: u64,
@@ -58,6 +46,22 @@ pub struct Args {
     /// Milliseconds between looks at the Lease (and renewals by the leader).
     #[arg(long, default_value_t = 1000)]
     pub leader_retry_ms: u64,
+}
+
+/// The agent's member cluster and hub, as the flags say.
+#[derive(Debug, Clone)]
+pub struct AgentClusters;
+
+impl ClusterHelp for AgentClusters {
+    const KUBECONFIG: &'static str =
+        "Kubeconfig of this member cluster (default: inferred, e.g. in-cluster)";
+    const KUBECONFIG_ENV: Option<&'static str> = Some("ATOLL_KUBECONFIG");
+    const CONTEXT: &'static str = "Context of this member cluster in --kubeconfig";
+}
+
+impl HubHelp for AgentClusters {
+    const HUB_KUBECONFIG: &'static str = "Kubeconfig of the hub (default: the one `atoll join` stored in the member's Secret atoll-system/atoll-hub)";
+    const HUB_KUBECONFIG_ENV: Option<&'static str> = Some("ATOLL_HUB_KUBECONFIG");
 }
 
 /// The election settings the flags ask for, or `None` when election is off.
@@ -98,19 +102,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.heartbeat_seconds
     );
     let leader = election(&args)?;
-    let member = client(args.kubeconfig.as_ref(), args.context.as_ref(), "member").await?;
+    let clusters = &args.clusters;
+    let member = clusters.member.client("member").await?;
     // The id is the member's ClusterProperty; it is never taken from a flag here.
     let cluster_id = identity::cluster_id(&member).await?;
-    let (hub, inventory) = match &args.hub_kubeconfig {
-        Some(path) => (
-            client(Some(path), args.hub_context.as_ref(), "hub").await?,
-            None,
-        ),
-        None => {
-            let (text, inventory) = identity::hub_secret(&member).await?;
-            (hub_client(&text).await?, inventory)
-        }
-    };
+    let (hub, inventory) = hub(clusters, &member).await?;
     identity::check_hub_credentials(&hub, &cluster_id).await?;
     match &leader {
         Some(l) => {
@@ -145,8 +141,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .context("agent stopped")
 }
 
+/// The hub client: from --hub-kubeconfig, else from the credentials `atoll join` stored in
+/// the member, with the inventory namespace stored next to them.
+pub(super) async fn hub<H: HubHelp>(
+    clusters: &MemberAndHub<H>,
+    member: &kube::Client,
+) -> anyhow::Result<(kube::Client, Option<String>)> {
+    if let Some(path) = &clusters.hub_kubeconfig {
+        let hub = client(Some(path), clusters.hub_context.as_ref(), "hub").await?;
+        return Ok((hub, None));
+    }
+    let (text, inventory) = atoll_agent::identity::hub_secret(member).await?;
+    Ok((hub_client(&text).await?, inventory))
+}
+
 /// A hub client from the kubeconfig text `atoll join` stored.
-pub(super) async fn hub_client(text: &str) -> anyhow::Result<kube::Client> {
+async fn hub_client(text: &str) -> anyhow::Result<kube::Client> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let file = kube::config::Kubeconfig::from_yaml(text)
         .context("parsing the hub kubeconfig in Secret atoll-system/atoll-hub")?;

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::Api;
 use kube::api::PostParams;
 
-use super::kubeconfig::client;
+use super::kubeconfig::{Cluster, ClusterHelp};
 
 /// Arguments of `atoll coredns`.
 #[derive(Debug, clap::Args)]
@@ -32,15 +32,22 @@ pub enum Action {
     Print(BlockArgs),
 }
 
+/// The cluster whose CoreDNS is wired, as the flags say.
+#[derive(Debug, Clone)]
+pub struct CorednsCluster;
+
+impl ClusterHelp for CorednsCluster {
+    const KUBECONFIG: &'static str =
+        "Kubeconfig of the cluster (default: inferred, e.g. in-cluster)";
+    const KUBECONFIG_ENV: Option<&'static str> = Some("ATOLL_KUBECONFIG");
+    const CONTEXT: &'static str = "Context in --kubeconfig";
+}
+
 /// Which Corefile.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Where {
-    /// Kubeconfig of the cluster (default: inferred, e.g. in-cluster).
-    #[arg(long, env = "ATOLL_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context in --kubeconfig.
-    #[arg(long)]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub cluster: Cluster<CorednsCluster>,
     /// Namespace of CoreDNS's ConfigMap.
     #[arg(long, default_value = "kube-system")]
     pub namespace: String,
@@ -175,7 +182,7 @@ async fn open(place: &Where) -> anyhow::Result<Source> {
     if let Some(path) = &place.file {
         return Ok(Source::File(path.clone()));
     }
-    let client = client(place.kubeconfig.as_ref(), place.context.as_ref(), "cluster").await?;
+    let client = place.cluster.client("cluster").await?;
     Ok(Source::ConfigMap(Box::new(Api::namespaced(
         client,
         &place.namespace,

@@ -1,7 +1,6 @@
 //! `atoll dns`: serve the clusterset.local zone of this cluster.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,17 +10,24 @@ use atoll_dns::server::tcp::TcpLimits;
 use atoll_dns::zone::{DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, ZoneConfig};
 use tokio_util::sync::CancellationToken;
 
-use super::kubeconfig::client;
+use super::kubeconfig::{Cluster, ClusterHelp};
+
+/// The cluster whose zone `atoll dns` serves, as the flags say.
+#[derive(Debug, Clone)]
+pub struct ServedCluster;
+
+impl ClusterHelp for ServedCluster {
+    const KUBECONFIG: &'static str =
+        "Kubeconfig of the cluster whose ServiceImports and MCS EndpointSlices are served";
+    const KUBECONFIG_ENV: Option<&'static str> = Some("ATOLL_KUBECONFIG");
+    const CONTEXT: &'static str = "Context in --kubeconfig";
+}
 
 /// Arguments of `atoll dns`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Kubeconfig of the cluster whose ServiceImports and MCS EndpointSlices are served.
-    #[arg(long, env = "ATOLL_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context in --kubeconfig.
-    #[arg(long)]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub cluster: Cluster<ServedCluster>,
     /// Address to serve DNS on, UDP and TCP (repeat for several).
     #[arg(long = "listen", default_value = "127.0.0.1:5353")]
     pub listen: Vec<SocketAddr>,
@@ -80,7 +86,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "--zone {} is not a valid DNS name",
         args.zone
     );
-    let kube = client(args.kubeconfig.as_ref(), args.context.as_ref(), "cluster").await?;
+    let kube = args.cluster.client("cluster").await?;
     let metrics = DnsMetrics::default();
     // Registered before /readyz is served, so it never reports ready before the first sync.
     let readiness = atoll_dns::source::readiness();

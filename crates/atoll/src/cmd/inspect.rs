@@ -3,7 +3,6 @@
 //! reads and prints.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -22,23 +21,27 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
 
-use super::kubeconfig::client;
+use super::kubeconfig::{ClusterHelp, HubHelp, MemberAndHub, client};
+
+/// The member to look from and its hub, as the flags say.
+#[derive(Debug, Clone)]
+pub struct LookingFrom;
+
+impl ClusterHelp for LookingFrom {
+    const KUBECONFIG: &'static str = "Kubeconfig of the member to look from";
+    const CONTEXT: &'static str = "Context of the member in --kubeconfig";
+}
+
+impl HubHelp for LookingFrom {
+    const HUB_KUBECONFIG: &'static str =
+        "Kubeconfig of the hub (default: the credentials `atoll join` stored in the member)";
+}
 
 /// Where to look.
 #[derive(Debug, clap::Args)]
 pub struct Target {
-    /// Kubeconfig of the member to look from.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context of the member in --kubeconfig.
-    #[arg(long)]
-    pub context: Option<String>,
-    /// Kubeconfig of the hub (default: the credentials `atoll join` stored in the member).
-    #[arg(long)]
-    pub hub_kubeconfig: Option<PathBuf>,
-    /// Context of the hub in --hub-kubeconfig.
-    #[arg(long)]
-    pub hub_context: Option<String>,
+    #[command(flatten)]
+    pub clusters: MemberAndHub<LookingFrom>,
     /// The agents' heartbeat interval and withdrawal grace, in seconds.
     #[arg(long, default_value_t = 10)]
     pub heartbeat_seconds: u64,
@@ -81,17 +84,9 @@ struct Clients {
 }
 
 async fn connect(target: &Target) -> anyhow::Result<Clients> {
-    let member = client(
-        target.kubeconfig.as_ref(),
-        target.context.as_ref(),
-        "member",
-    )
-    .await?;
+    let member = target.clusters.member.client("member").await?;
     let id = identity::cluster_id(&member).await?.to_string();
-    let hub = match &target.hub_kubeconfig {
-        Some(path) => client(Some(path), target.hub_context.as_ref(), "hub").await?,
-        None => super::agent::hub_client(&identity::hub_secret(&member).await?.0).await?,
-    };
+    let (hub, _) = super::agent::hub(&target.clusters, &member).await?;
     Ok(Clients { member, id, hub })
 }
 
@@ -328,11 +323,12 @@ pub async fn explain_service(args: ExplainArgs) -> anyhow::Result<bool> {
     let t = &args.target;
     let c = connect(t).await?;
     let mut members = vec![member_view(&c.member, c.id.clone(), ns, name).await?];
+    let looking_from = &t.clusters.member;
     for context in &args.inspect_contexts {
-        if Some(context) == t.context.as_ref() {
+        if Some(context) == looking_from.context.as_ref() {
             continue;
         }
-        let other = client(t.kubeconfig.as_ref(), Some(context), "member").await?;
+        let other = client(looking_from.kubeconfig.as_ref(), Some(context), "member").await?;
         let id = identity::cluster_id(&other).await?.to_string();
         members.push(member_view(&other, id, ns, name).await?);
     }

@@ -26,27 +26,26 @@ use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::kubeconfig::client;
+use super::kubeconfig::{ClusterHelp, HubHelp, MemberAndHub, client};
 
 /// Field manager of what `atoll join` writes.
 const MANAGER: &str = "atoll-join";
 
-/// Where the member and the hub are.
-#[derive(Debug, clap::Args)]
-pub struct Clusters {
-    /// Kubeconfig of the member cluster (default: KUBECONFIG or ~/.kube/config).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context of the member in --kubeconfig.
-    #[arg(long)]
-    pub context: Option<String>,
-    /// Kubeconfig of the hub (default: --kubeconfig).
-    #[arg(long)]
-    pub hub_kubeconfig: Option<PathBuf>,
-    /// Context of the hub in --hub-kubeconfig.
-    #[arg(long)]
-    pub hub_context: Option<String>,
+/// Where the member and the hub are, as the flags say.
+#[derive(Debug, Clone)]
+pub struct Joining;
+
+impl ClusterHelp for Joining {
+    const KUBECONFIG: &'static str =
+        "Kubeconfig of the member cluster (default: KUBECONFIG or ~/.kube/config)";
+    const CONTEXT: &'static str = "Context of the member in --kubeconfig";
 }
+
+impl HubHelp for Joining {
+    const HUB_KUBECONFIG: &'static str = "Kubeconfig of the hub (default: --kubeconfig)";
+}
+
+type Clusters = MemberAndHub<Joining>;
 
 /// Arguments of `atoll join`.
 #[derive(Debug, clap::Args)]
@@ -84,16 +83,11 @@ struct Connected {
 }
 
 async fn connect(clusters: &Clusters) -> anyhow::Result<Connected> {
-    let member = client(
-        clusters.kubeconfig.as_ref(),
-        clusters.context.as_ref(),
-        "member",
-    )
-    .await?;
+    let member = clusters.member.client("member").await?;
     let hub_kubeconfig = clusters
         .hub_kubeconfig
         .clone()
-        .or_else(|| clusters.kubeconfig.clone());
+        .or_else(|| clusters.member.kubeconfig.clone());
     let hub = client(
         hub_kubeconfig.as_ref(),
         clusters.hub_context.as_ref(),
