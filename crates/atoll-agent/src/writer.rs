@@ -124,6 +124,23 @@ pub struct Outcome {
     pub errors: usize,
 }
 
+/// What every object the writer writes is: of a namespaced kind known at compile time.
+trait Namespaced:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + DeserializeOwned
+    + Clone
+    + Debug
+{
+}
+
+impl<K> Namespaced for K where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + Debug
+{
+}
+
 fn kind<K: Resource<DynamicType = ()>>() -> String {
     K::kind(&()).into_owned()
 }
@@ -149,89 +166,101 @@ fn report(metrics: &Metrics, error: &WriteError) {
     }
 }
 
+/// One write (`verb`) of the object `key` of kind `K`, which `call` makes through the API of
+/// `K` in the object's namespace: counted, logged, and a refusal turned into a [`WriteError`]
+/// that names the kind, the verb and the object.
+async fn write<K, T, F>(
+    client: &Client,
+    key: &ObjectKey,
+    verb: &'static str,
+    writes: &WriteCounter,
+    call: impl FnOnce(Api<K>) -> F,
+) -> Result<T, WriteError>
+where
+    K: Namespaced,
+    F: Future<Output = kube::Result<T>>,
+{
+    let kind = kind::<K>();
+    writes.add(&kind, verb);
+    // The log says `apply status` where the metric's label says `apply-status`.
+    tracing::debug!(kind = %kind, %key, "{}", verb.replace('-', " "));
+    call(Api::namespaced(client.clone(), &key.namespace))
+        .await
+        .map_err(|source| WriteError {
+            kind,
+            verb,
+            key: key.clone(),
+            source,
+        })
+}
+
 /// Server-side applies `object` (its name and namespace come from its metadata).
 async fn apply<K>(client: &Client, object: &K, writes: &WriteCounter) -> Result<K, WriteError>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Serialize
-        + DeserializeOwned
-        + Clone
-        + Debug,
+    K: Namespaced + Serialize,
 {
     let key = ObjectKey::of(object.meta());
-    writes.add(&kind::<K>(), "apply");
-    tracing::debug!(kind = %kind::<K>(), %key, "apply");
-    let api: Api<K> = Api::namespaced(client.clone(), &key.namespace);
-    api.patch(
-        &key.name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .map_err(|source| WriteError {
-        kind: kind::<K>(),
-        verb: "apply",
-        key,
-        source,
+    let name = &key.name;
+    write(client, &key, "apply", writes, |api: Api<K>| async move {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(name, &params, &Patch::Apply(object)).await
     })
+    .await
 }
 
 /// Server-side applies the status subresource of `key` from a partial object.
-async fn apply_status<K>(
+async fn apply_status<K: Namespaced>(
     client: &Client,
     key: &ObjectKey,
     partial: &Value,
     writes: &WriteCounter,
-) -> Result<(), WriteError>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + DeserializeOwned
-        + Clone
-        + Debug,
-{
-    writes.add(&kind::<K>(), "apply-status");
-    tracing::debug!(kind = %kind::<K>(), %key, "apply status");
-    let api: Api<K> = Api::namespaced(client.clone(), &key.namespace);
-    api.patch_status(
-        &key.name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(partial),
+) -> Result<(), WriteError> {
+    let name = &key.name;
+    write(
+        client,
+        key,
+        "apply-status",
+        writes,
+        |api: Api<K>| async move {
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            api.patch_status(name, &params, &Patch::Apply(partial))
+                .await
+                .map(|_| ())
+        },
     )
     .await
-    .map(|_| ())
-    .map_err(|source| WriteError {
-        kind: kind::<K>(),
-        verb: "apply-status",
-        key: key.clone(),
-        source,
-    })
 }
 
 /// Deletes `key`; an object that is already gone is success.
-async fn delete<K>(
+async fn delete<K: Namespaced>(
     client: &Client,
     key: &ObjectKey,
     writes: &WriteCounter,
-) -> Result<(), WriteError>
+) -> Result<(), WriteError> {
+    let name = &key.name;
+    write(client, key, "delete", writes, |api: Api<K>| async move {
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(source) => Err(source),
+        }
+    })
+    .await
+}
+
+/// Runs `write` on every item, [`IN_FLIGHT`] at a time; returns what the failed ones gave
+/// back (`write` yields `None` on success).
+async fn each<I, F, E>(items: I, write: impl FnMut(I::Item) -> F) -> Vec<E>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + DeserializeOwned
-        + Clone
-        + Debug,
+    I: IntoIterator,
+    F: Future<Output = Option<E>>,
 {
-    writes.add(&kind::<K>(), "delete");
-    tracing::debug!(kind = %kind::<K>(), %key, "delete");
-    let api: Api<K> = Api::namespaced(client.clone(), &key.namespace);
-    match api.delete(&key.name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(WriteError {
-            kind: kind::<K>(),
-            verb: "delete",
-            key: key.clone(),
-            source,
-        }),
-    }
+    futures::stream::iter(items)
+        .map(write)
+        .buffer_unordered(IN_FLIGHT)
+        .filter_map(|failed| async move { failed })
+        .collect()
+        .await
 }
 
 /// Applies every object, [`IN_FLIGHT`] at a time; returns the failures with their objects.
@@ -241,40 +270,27 @@ async fn apply_each<'a, K>(
     context: &Context,
 ) -> Vec<(&'a K, WriteError)>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Serialize
-        + DeserializeOwned
-        + Clone
-        + Debug
-        + Sync,
+    K: Namespaced + Serialize + Sync,
 {
-    futures::stream::iter(objects)
-        .map(|object| async move {
-            apply(client, object, &context.writes)
-                .await
-                .err()
-                .map(|e| (object, e))
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .filter_map(|failed| async move { failed })
-        .collect()
-        .await
+    each(objects, |object| async move {
+        apply(client, object, &context.writes)
+            .await
+            .err()
+            .map(|e| (object, e))
+    })
+    .await
 }
 
 /// Deletes every object, [`IN_FLIGHT`] at a time; returns the failures.
-async fn delete_each<K>(client: &Client, keys: &[ObjectKey], context: &Context) -> Vec<WriteError>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + DeserializeOwned
-        + Clone
-        + Debug,
-{
-    futures::stream::iter(keys)
-        .map(|key| async move { delete::<K>(client, key, &context.writes).await.err() })
-        .buffer_unordered(IN_FLIGHT)
-        .filter_map(|failed| async move { failed })
-        .collect()
-        .await
+async fn delete_each<K: Namespaced>(
+    client: &Client,
+    keys: &[ObjectKey],
+    context: &Context,
+) -> Vec<WriteError> {
+    each(keys, |key| async move {
+        delete::<K>(client, key, &context.writes).await.err()
+    })
+    .await
 }
 
 /// Executes `plan`: hub writes, member writes and export statuses run side by side; within the
@@ -409,25 +425,21 @@ async fn imports_then_statuses(
         }
     }
     let mut errors: Vec<WriteError> = failed.into_iter().map(|(_, e)| e).collect();
-    let status_errors: Vec<WriteError> = futures::stream::iter(statuses)
-        .filter(|s| std::future::ready(!failed_keys.contains(&s.key)))
-        .map(|s| async move {
-            let partial = json!({
-                "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-                "status": s.status,
-            });
-            let result = apply_status::<ServiceImport>(member, &s.key, &partial, &context.writes)
-                .await
-                .err();
-            if result.is_none() {
-                events::publish_on_import(&context.recorder, s).await;
-            }
-            result
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .filter_map(|failed| async move { failed })
-        .collect()
-        .await;
+    let applied = statuses.iter().filter(|s| !failed_keys.contains(&s.key));
+    let status_errors: Vec<WriteError> = each(applied, |s| async move {
+        let partial = json!({
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "status": s.status,
+        });
+        let result = apply_status::<ServiceImport>(member, &s.key, &partial, &context.writes)
+            .await
+            .err();
+        if result.is_none() {
+            events::publish_on_import(&context.recorder, s).await;
+        }
+        result
+    })
+    .await;
     errors.extend(status_errors);
     errors
 }
@@ -452,21 +464,17 @@ async fn profile_status(hub: &Client, status: Option<&ProfileStatus>, context: &
 
 /// Export conditions, each preceded by the Events announcing its changes.
 async fn export_statuses(member: &Client, statuses: &[ExportStatus], context: &Context) -> usize {
-    let errors: Vec<WriteError> = futures::stream::iter(statuses)
-        .map(|s| async move {
-            events::publish(&context.recorder, s).await;
-            let partial = json!({
-                "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
-                "status": { "conditions": s.conditions },
-            });
-            apply_status::<ServiceExport>(member, &s.key, &partial, &context.writes)
-                .await
-                .err()
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .filter_map(|failed| async move { failed })
-        .collect()
-        .await;
+    let errors: Vec<WriteError> = each(statuses, |s| async move {
+        events::publish(&context.recorder, s).await;
+        let partial = json!({
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+            "status": { "conditions": s.conditions },
+        });
+        apply_status::<ServiceExport>(member, &s.key, &partial, &context.writes)
+            .await
+            .err()
+    })
+    .await;
     report_all(&context.metrics, errors.iter())
 }
 
