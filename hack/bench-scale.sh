@@ -15,5 +15,5 @@ trap '"$HACK_DIR/env-down.sh"' EXIT
 # One importing member: other agents would compete for the two CPUs and distort the numbers.
 ATOLL=$agent "$HACK_DIR/agents.sh" start c2
 log "agent: $agent ($("$agent" --version))"
-BENCH_AGENT_PID=$(cat "$PROCS_DIR/agent-c2.pid") ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig \
+BENCH_AGENT_PID=$(proc_pid agent-c2) ATOLL_KUBECONFIG=$ATOLL_ENV_DIR/kubeconfig \
   "$REPO_DIR/target/release/atoll-bench-scale"

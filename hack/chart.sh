@@ -43,11 +43,6 @@ template() {
   render member --set coredns.wire=true >"$OUT/wired.yaml"
 }
 
-passed=0 failed=0
-check() { # name command...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name"; else failed=$((failed + 1)); echo "FAIL $name"; fi
-}
 
 fresh() { diff -q <("$ATOLL" "$(generated "$1")") "$CHART/files/$1" >/dev/null; }
 fails_with() { # message helm-args...
@@ -56,6 +51,7 @@ fails_with() { # message helm-args...
 }
 
 test_chart() {
+  SUITE=chart
   "$HACK_DIR/build-tools.sh" helm >/dev/null
   [ -x "$ATOLL" ] || die "$ATOLL is missing: run 'cargo build -p atoll'"
   local f mode
@@ -72,13 +68,18 @@ test_chart() {
   local report
   report=$(python3 "$HACK_DIR/chart_checks.py" "$OUT" 2>&1) || true
   echo "$report"
-  passed=$((passed + $(grep -c '^ok ' <<<"$report" || true)))
-  failed=$((failed + $(grep -c -v '^ok ' <<<"$report" || true)))
+  local line
+  while read -r line; do
+    [ -n "$line" ] || continue
+    if [[ $line == "ok "* ]]; then passed=$((passed + 1)); record_result ok "${line#ok }"
+    else failed=$((failed + 1)); record_result failed "$line"; fi
+  done <<<"$report"
   echo "chart: $passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
 
 dry_run() {
+  SUITE="chart dry-run"
   "$HACK_DIR/build-tools.sh" helm >/dev/null
   local kc=$ATOLL_ENV_DIR/kubeconfig ctx
   [ -f "$kc" ] || die "no local ClusterSet: run make env-up"

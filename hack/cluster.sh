@@ -6,12 +6,13 @@ set -euo pipefail
 export KWOK_WORKDIR=$ATOLL_ENV_DIR/kwok
 [ $# -eq 2 ] || die "usage: $0 stop|start cluster"
 case $1 in
-  stop) kwokctl stop cluster --name "$2" >/dev/null 2>&1 ;;
+  stop) drop_stale_env_pids "$2"; kwokctl stop cluster --name "$2" >/dev/null 2>&1 ;;
   start)
     if kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$2" get --raw /readyz >/dev/null 2>&1; then
       exit 0
     fi
     kwokctl start cluster --name "$2" >/dev/null 2>&1
+    record_env_starts "$2"
     for _ in $(seq 300); do
       kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$2" get --raw /readyz >/dev/null 2>&1 && exit 0
       sleep 0.2

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Stops exactly what env-up started: each cluster's processes by the pids kwokctl recorded in
-# our own work directory (never by process name), then removes the clusters' state. The binary
-# cache stays.
+# our own work directory and the start times env-up recorded beside them (never by process name;
+# a pid file whose process is gone or whose pid now belongs to another process, say after a
+# reboot, is removed unsignalled before kwokctl reads it), then removes the clusters' state. The
+# binary cache stays.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 export KWOK_WORKDIR=$ATOLL_ENV_DIR/kwok
@@ -14,13 +16,18 @@ done
 [ -d "$KWOK_WORKDIR/clusters" ] || { log "no local ClusterSet to stop"; exit 0; }
 for dir in "$KWOK_WORKDIR"/clusters/*/; do
   name=$(basename "$dir")
-  pids=()
-  for f in "$dir"/pids/*.pid; do [ -f "$f" ] && pids+=("$(cat "$f")"); done
+  drop_stale_env_pids "$name"
+  pids=() starts=()
+  for f in "$dir"/pids/*.pid; do
+    [ -f "$f" ] || continue
+    pids+=("$(tr -dc 0-9 <"$f")") starts+=("$(cat "$f.start")")
+  done
   kwokctl delete cluster --kubeconfig "$KUBECONFIG_FILE" --name "$name" >/dev/null 2>&1 || true
   # kwokctl signals the processes; give them 10 s to exit before we insist.
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
+  for i in "${!pids[@]}"; do
+    pid=${pids[$i]} start=${starts[$i]}
+    for _ in $(seq 100); do pid_is "$pid" "$start" || break; sleep 0.1; done
+    if pid_is "$pid" "$start"; then
       log "pid $pid of $name survived kwokctl delete: killing it"
       kill -9 "$pid" 2>/dev/null || true
     fi

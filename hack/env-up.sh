@@ -133,6 +133,7 @@ for i in $(seq 1 "$CLUSTERS"); do
     --config "$(write_config "$name" "$i")" --wait 5m >"$ATOLL_ENV_DIR/$name.create.log" 2>&1 \
     || { tail -20 "$ATOLL_ENV_DIR/$name.create.log" >&2; die "kwokctl create cluster $name failed"; }
   ctx=(--kubeconfig "$KUBECONFIG_FILE" --context "kwok-$name")
+  record_env_starts "$name"
   add_node "$name" "$i"
   "$ATOLL" crds | kubectl "${ctx[@]}" apply -f - >/dev/null
   kubectl "${ctx[@]}" wait --for condition=established --timeout=60s \

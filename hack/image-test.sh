@@ -15,11 +15,7 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/oci" "$WORK/rootfs"
 tar -xf "$ARCHIVE" -C "$WORK/oci"
 
-passed=0 failed=0
-check() { # name command...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name"; else failed=$((failed + 1)); echo "FAIL $name"; fi
-}
+SUITE=image
 
 # index.json -> the one manifest -> its config and layers (python3 for the JSON only).
 read -r config layers < <(python3 - "$WORK/oci" <<'PY'

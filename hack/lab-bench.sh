@@ -52,8 +52,7 @@ echo "export -> first connection to the ClusterSetIP from c1: $(percentiles "${b
 echo "export -> first connection by name (clusterset.local) from c1: $(percentiles "${by_name[@]}")"
 
 rss=0
-for f in "$ATOLL_ENV_DIR"/kwok/clusters/*/pids/*.pid "$PROCS_DIR"/*.pid; do
-  pid=$(cat "$f" 2>/dev/null) || continue
+for pid in $(env_pids) $(for f in "$PROCS_DIR"/*.pid; do proc_running "$(basename "$f" .pid)" && proc_pid "$(basename "$f" .pid)"; done); do
   r=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
   rss=$((rss + ${r:-0}))
 done

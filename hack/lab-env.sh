@@ -13,12 +13,6 @@ ATOLL_ENV_DIR=$LAB_DIR/env
 # shellcheck source=lab-net.sh
 . "$HACK_DIR/lab-net.sh"
 
-# The lab's checks count into passed/failed and print one line each.
-passed=0 failed=0
-expect() { # description command...
-  local what=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $what"; else failed=$((failed + 1)); echo "FAIL $what"; fi
-}
 
 # kubectl on cluster cN, run inside the lab namespace (where the apiservers listen).
 lab_kubectl() { local c=$1; shift; ip netns exec "$LAB_NETNS" kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context "kwok-$c" "$@"; }

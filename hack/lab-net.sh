@@ -1,6 +1,8 @@
 # The data-plane lab's network, sourced by hack/lab-env.sh. Every namespace and
 # link is created from inside a lab namespace (never in the host's) and every namespace is
-# recorded in $NETNS_FILE, the only ones `hack/lab.sh down` deletes.
+# recorded in $NETNS_FILE with its inode (`<name> <inode>`, the lab's own namespace first): the
+# only ones `hack/lab.sh down` deletes or kills processes in, and only while the name still
+# stands for the namespace the lab created (same inode, never the host's own).
 #
 #   atoll-lab            control planes, agents on 127.0.0.1; bridge labbr0 joining the nodes
 #   atoll-lab-cN         cluster cN's node: 10.255.0.N on the bridge, kube-proxy (nftables),
@@ -15,10 +17,22 @@ LAB_BRIDGE=labbr0
 # The address every pod's default-less route points at: each pod veth's node side holds it.
 POD_GATEWAY=169.254.1.1
 
-netns_exists() { ip netns list | awk '{print $1}' | grep -qx "$1"; }
+netns_exists() { [ -e "/run/netns/$1" ] && ip netns list | awk '{print $1}' | grep -qx "$1"; }
+# The inode of a named network namespace (what tells two namespaces of one name apart), or of the
+# namespace of a process (/proc/<pid>/ns/net).
+netns_inode() { stat -L -c %i "/run/netns/$1" 2>/dev/null; }
+host_netns_inodes() { stat -L -c %i /proc/1/ns/net /proc/$$/ns/net 2>/dev/null | sort -u; }
+# The inode the lab recorded for namespace $1 (nothing if it did not record it).
+netns_recorded() { [ -f "$NETNS_FILE" ] && awk -v n="$1" '$1 == n {print $2; exit}' "$NETNS_FILE"; }
+# Whether namespace $1 is the one the lab created: recorded, same inode now, not the host's.
+netns_ours() { # name
+  local inode recorded
+  inode=$(netns_inode "$1") && recorded=$(netns_recorded "$1") && [ -n "$inode" ] && [ "$inode" = "$recorded" ] &&
+    ! host_netns_inodes | grep -qx "$inode"
+}
 
-# Creates namespace $1 and records it (a name already recorded is reused; one that exists
-# without being recorded is not ours and is refused).
+# Creates namespace $1 and records it with its inode (a name already recorded is reused if it
+# is still the namespace the lab created; any other namespace of that name is refused).
 # The pod runners of several clusters create and delete namespaces at once: the record is
 # changed under a lock.
 netns_create() { # name
@@ -27,21 +41,114 @@ netns_create() { # name
     flock 9
     if ! netns_exists "$1"; then
       ip netns add "$1"
-      echo "$1" >>"$NETNS_FILE"
+      echo "$1 $(netns_inode "$1")" >>"$NETNS_FILE"
     fi
-    grep -qx "$1" "$NETNS_FILE" 2>/dev/null ||
-      die "network namespace $1 exists but the lab did not create it (not in $NETNS_FILE)"
+    netns_ours "$1" ||
+      die "network namespace $1 exists but is not the one the lab created (not in $NETNS_FILE with inode $(netns_inode "$1"))"
   ) 9>>"$NETNS_FILE.lock"
   ip -n "$1" link set lo up
 }
 
+# Kills every process in namespace $1 and deletes it, only if it is the lab's (netns_ours); the
+# record goes either way. Refuses, with a log line, to touch a namespace of that name that the
+# lab did not create.
 netns_delete() { # name
   (
     flock 9
-    if netns_exists "$1"; then ip netns del "$1"; fi
+    if netns_exists "$1"; then
+      if netns_ours "$1"; then
+        ip netns pids "$1" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+        ip netns del "$1"
+      else
+        log "network namespace $1 is not the one the lab created (inode $(netns_inode "$1"), recorded $(netns_recorded "$1" || true)): left alone"
+      fi
+    fi
     rm -rf "/etc/netns/$1"
-    [ -f "$NETNS_FILE" ] && sed -i "\\|^$1\$|d" "$NETNS_FILE"
+    [ -f "$NETNS_FILE" ] && awk -v n="$1" '$1 != n' "$NETNS_FILE" >"$NETNS_FILE.tmp" && mv "$NETNS_FILE.tmp" "$NETNS_FILE"
   ) 9>>"$NETNS_FILE.lock"
+}
+
+# Runs a command in a pod's network namespace as a container would run it: as the unprivileged
+# user 65534, with no capabilities (bounding, inheritable and ambient sets cleared) and no way to
+# gain any (no_new_privs). Without CAP_SYS_ADMIN and CAP_NET_ADMIN a pod's command can neither
+# enter another namespace (the host's included) nor change routes or links. The namespace is
+# checked (isolated, the lab's) before anything runs in it.
+POD_UID=65534
+pod_run() { # netns command...
+  local ns=$1; shift
+  netns_isolated "$ns" || { log "refusing to run $1 in $ns: the namespace failed its isolation check"; return 1; }
+  ip netns exec "$ns" setpriv --reuid="$POD_UID" --regid="$POD_UID" --clear-groups \
+    --inh-caps=-all --ambient-caps=-all --bounding-set=-all --no-new-privs -- "$@"
+}
+
+# Isolation of a namespace, decided without sending a packet, failing on any error of `ip`.
+no_default_route() { # netns
+  local v4 v6
+  v4=$(ip -n "$1" -4 route show default) && v6=$(ip -n "$1" -6 route show default) ||
+    { echo "  $1: ip route show failed" >&2; return 1; }
+  [ -z "$v4$v6" ] || { echo "  $1: default route: $v4 $v6" >&2; return 1; }
+}
+
+# Only loopback, bridges and veths to namespaces the lab recorded: nothing that could carry a
+# packet off the machine.
+only_lab_links() { # netns
+  local links line name kind details peer
+  links=$(ip -n "$1" -o link show) || { echo "  $1: ip link show failed" >&2; return 1; }
+  while read -r line; do
+    name=$(awk -F': ' '{print $2}' <<<"$line" | cut -d@ -f1)
+    [ "$name" = lo ] && continue
+    details=$(ip -n "$1" -d link show "$name") || { echo "  $1: ip link show $name failed" >&2; return 1; }
+    kind=$(awk '/^ +(veth|bridge|dummy)/ {print $1; exit}' <<<"$details")
+    case $kind in
+      veth)
+        peer=$(sed -n 's/.*link-netns \([^ ]*\).*/\1/p' <<<"$details")
+        [ -n "$peer" ] && [ -n "$(netns_recorded "$peer")" ] ||
+          { echo "  $1: link $name leads to namespace '${peer:-the host}'" >&2; return 1; }
+        ;;
+      bridge | dummy) ;;
+      *) echo "  $1: link $name is a ${kind:-physical or unknown} link" >&2; return 1 ;;
+    esac
+  done <<<"$links"
+}
+
+# The kernel has no route to outside addresses (TEST-NET-1, the IPv6 documentation prefix):
+# `ip route get` asks the routing table and sends nothing. Only "Network is unreachable" passes;
+# a route found, or any other error, fails.
+no_route_out() { # netns
+  local address out
+  for address in 192.0.2.1 2001:db8::1; do
+    if out=$(ip -n "$1" route get "$address" 2>&1); then
+      echo "  $1: a route to $address exists: $out" >&2; return 1
+    fi
+    grep -q "Network is unreachable" <<<"$out" || { echo "  $1: ip route get $address: $out" >&2; return 1; }
+  done
+}
+
+# One namespace is isolated: the lab's, no default route, no link out, no route out.
+netns_isolated() { # netns
+  netns_ours "$1" || { echo "  $1: not a namespace the lab created" >&2; return 1; }
+  no_default_route "$1" && only_lab_links "$1" && no_route_out "$1"
+}
+
+# The record is sound: it exists, the lab's own namespace is its first line, and every namespace
+# in it exists and is still the one the lab created.
+lab_record_sound() {
+  local first ns
+  [ -s "$NETNS_FILE" ] || { echo "  no record of the lab's namespaces ($NETNS_FILE missing or empty)" >&2; return 1; }
+  read -r first _ <"$NETNS_FILE"
+  [ "$first" = "$LAB_NETNS" ] || { echo "  $NETNS_FILE starts with '$first', not $LAB_NETNS" >&2; return 1; }
+  while read -r ns _; do
+    netns_ours "$ns" || { echo "  $ns (recorded) is gone or is not the namespace the lab created" >&2; return 1; }
+  done <"$NETNS_FILE"
+}
+
+# The recorded namespaces, the lab's own first (callers check lab_record_sound first).
+lab_namespaces() { awk '{print $1}' "$NETNS_FILE"; }
+
+# Runs a check on every recorded namespace; stops at the first that fails.
+every_namespace() { # check
+  local ns
+  for ns in $(lab_namespaces); do "$1" "$ns" || return 1; done
 }
 
 node_netns() { echo "$LAB_NETNS-$1"; }     # cN -> atoll-lab-cN
@@ -73,6 +180,7 @@ node_net_up() { # cN all-clusters...
     [ "$other" = "$c" ] && continue
     ip -n "$ns" route replace "$(pod_cidr "$other")" via "$(node_ip "$other")" dev eth0
   done
+  netns_isolated "$ns" || die "node namespace $ns failed its isolation check: nothing starts in it"
 }
 
 # A name for a pod's namespace and its node-side veth (at most 15 characters), from its uid.
@@ -95,6 +203,10 @@ pod_net_up() { # cN uid pod-ip namespace
     ip -n "$ns" route add "$POD_GATEWAY" dev eth0 scope link
     ip -n "$ns" route add 10.0.0.0/8 via "$POD_GATEWAY" dev eth0
   fi
+  # Pods run unprivileged (pod_run): in their own namespace they may still bind any port and
+  # ping, as in a container.
+  ip netns exec "$ns" sysctl -qw net.ipv4.ip_unprivileged_port_start=0 "net.ipv4.ping_group_range=0 2147483647"
+  netns_isolated "$ns" || die "pod namespace $ns failed its isolation check: nothing starts in it"
   # `ip netns exec` binds /etc/netns/<ns>/resolv.conf over /etc/resolv.conf: the pod's resolver
   # as the kubelet writes it (ClusterFirst).
   mkdir -p "/etc/netns/$ns"

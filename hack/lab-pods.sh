@@ -24,18 +24,21 @@ start_pod() { # uid ip namespace name
   : >"$dir/pids"
   for script in "$dir"/*.sh; do
     [ -f "$script" ] || continue
-    ip netns exec "$ns" sh "$script" >>"$dir/$(basename "$script" .sh).log" 2>&1 &
-    echo $! >>"$dir/pids"
+    # The script on stdin: the pod's unprivileged user cannot read the lab's state directory.
+    pod_run "$ns" sh -s <"$script" >>"$dir/$(basename "$script" .sh).log" 2>&1 &
+    echo "$! $(proc_start_time $!)" >>"$dir/pids"
   done
   log "$c: pod $kns/$name running in $ns ($ip)"
 }
 
 stop_pod() { # uid
-  local dir=$STATE/$1 ns pod pid
+  local dir=$STATE/$1 ns pod pid start
   read -r ns pod _ <"$dir/pod"
-  while read -r pid; do kill "$pid" 2>/dev/null || true; done <"$dir/pids"
-  # What else runs inside (children, a test's command) goes too, or the namespace would linger.
-  ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+  while read -r pid start; do
+    if pid_is "$pid" "$start"; then kill "$pid" 2>/dev/null || true; fi
+  done <"$dir/pids"
+  # What else runs inside (children, a test's command) goes with the namespace, or it would
+  # linger (netns_delete kills them, if the namespace is still the lab's).
   netns_delete "$ns"
   rm -rf "$dir"
   log "$c: pod $pod stopped, $ns deleted"

@@ -7,6 +7,7 @@ set -euo pipefail
 HACK=$(cd "$(dirname "$0")" && pwd)
 . "$HACK/lab-env.sh"
 . "$HACK/lab-workloads.sh"
+SUITE="lab traffic"
 NS=lab-traffic
 SVC=echo
 CONNECTIONS=${LAB_CONNECTIONS:-100}
@@ -111,28 +112,28 @@ lab_client_pod c1 "$NS"
 eventually 60 pod_ready c1 client || die "the client pod has no lab namespace"
 eventually 60 test -n "$(clusterset_ip)" || die "no ServiceImport $NS/$SVC in c1"
 ip=$(clusterset_ip)
-expect "ServiceImport in c1 has endpoints from c2 and c3 (100 connections answered by both)" \
+check "ServiceImport in c1 has endpoints from c2 and c3 (100 connections answered by both)" \
   eventually "$PROPAGATION" answers_from_both "$ip"
-expect "the pod's resolver answers $SVC.$NS.svc.clusterset.local with the ClusterSetIP" \
+check "the pod's resolver answers $SVC.$NS.svc.clusterset.local with the ClusterSetIP" \
   eventually "$PROPAGATION" resolves_to_clusterset_ip "$ip"
-expect "a connection by name reaches an exporting cluster" name_connects
+check "a connection by name reaches an exporting cluster" name_connects
 
 headless_workload
-expect "headless: web-0.c2.web.$NS.svc.clusterset.local reaches pod web-0 of c2" \
+check "headless: web-0.c2.web.$NS.svc.clusterset.local reaches pod web-0 of c2" \
   eventually 60 hostname_reaches_pod web-0
-expect "headless: web-1.c2.web.$NS.svc.clusterset.local reaches pod web-1 of c2" \
+check "headless: web-1.c2.web.$NS.svc.clusterset.local reaches pod web-1 of c2" \
   eventually "$PROPAGATION" hostname_reaches_pod web-1
 
 log "c2's agent stops for longer than the member grace: its endpoints are withdrawn"
 "$HACK/lab.sh" exec "$HACK/agents.sh" stop c2 >/dev/null 2>&1
-expect "with c2's agent gone, every connection reaches c3" \
+check "with c2's agent gone, every connection reaches c3" \
   eventually $((PROPAGATION + ${ATOLL_MEMBER_GRACE_SECONDS:-12} + 10)) only_from c3 "$ip"
 "$HACK/lab.sh" exec "$HACK/agents.sh" start c2 >/dev/null 2>&1
-expect "c2's agent back: both clusters answer again" eventually "$PROPAGATION" answers_from_both "$ip"
+check "c2's agent back: both clusters answer again" eventually "$PROPAGATION" answers_from_both "$ip"
 
 log "c3 unexports"
 k c3 -n "$NS" delete serviceexport "$SVC" >/dev/null
-expect "after c3's unexport, every connection reaches c2 (within ${PROPAGATION} s)" \
+check "after c3's unexport, every connection reaches c2 (within ${PROPAGATION} s)" \
   eventually "$PROPAGATION" only_from c2 "$ip"
 
 log "c3's echo pods go away: their network namespaces go with them"
@@ -140,7 +141,7 @@ c3_namespaces=$(k c3 -n "$NS" get pods -l app=$SVC -o jsonpath='{range .items[*]
   while read -r uid; do pod_netns "$uid"; done)
 gone() { local ns; [ -n "$c3_namespaces" ] || return 1; for ns in $c3_namespaces; do ! netns_exists "$ns" || return 1; done; }
 k c3 -n "$NS" delete deployment "$SVC" --wait=false >/dev/null
-expect "the $(wc -w <<<"$c3_namespaces") deleted pods of c3 lost their network namespaces" \
+check "the $(wc -w <<<"$c3_namespaces") deleted pods of c3 lost their network namespaces" \
   eventually 60 gone
 
 for c in c1 c2 c3; do k "$c" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; done

@@ -19,76 +19,40 @@ set -euo pipefail
 . "$(dirname "$0")/lab-env.sh"
 ATOLL=${ATOLL:-$REPO_DIR/target/debug/atoll}
 
-in_lab() { ip netns exec "$LAB_NETNS" env ATOLL_ENV_DIR="$ATOLL_ENV_DIR" "$@"; }
+in_lab() {
+  netns_isolated "$LAB_NETNS" || die "the lab namespace $LAB_NETNS failed its isolation check: nothing runs in it"
+  ip netns exec "$LAB_NETNS" env ATOLL_ENV_DIR="$ATOLL_ENV_DIR" "$@"
+}
 
 create() { netns_create "$LAB_NETNS"; log "network namespace $LAB_NETNS ready"; }
 
 
-no_default_route() { # netns
-  [ -z "$(ip -n "$1" -4 route show default)" ] && [ -z "$(ip -n "$1" -6 route show default)" ]
-}
-
-# Only loopback, bridges and veths to namespaces the lab recorded: nothing that could carry a
-# packet off the machine.
-only_lab_links() { # netns
-  local line name kind peer
-  while read -r line; do
-    name=$(awk -F': ' '{print $2}' <<<"$line" | cut -d@ -f1)
-    [ "$name" = lo ] && continue
-    kind=$(ip -n "$1" -d link show "$name" | awk '/^ +(veth|bridge|dummy)/ {print $1; exit}')
-    case $kind in
-      veth)
-        peer=$(ip -n "$1" -d link show "$name" | sed -n 's/.*link-netns \([^ ]*\).*/\1/p')
-        [ -n "$peer" ] && grep -qx "$peer" "$NETNS_FILE" || { echo "  $1: link $name leads to namespace '${peer:-the host}'" >&2; return 1; }
-        ;;
-      bridge | dummy) ;;
-      *) echo "  $1: link $name is a ${kind:-physical or unknown} link" >&2; return 1 ;;
-    esac
-  done < <(ip -n "$1" -o link show)
-}
-
-# A connect to an outside address (TEST-NET-1 and the IPv6 documentation prefix, never routed
-# anywhere) must fail at once with "Network is unreachable": the kernel finds no route, so no
-# packet is ever sent.
-unreachable() { # netns address
-  local out start=$SECONDS
-  out=$(ip netns exec "$1" timeout 3 bash -c "exec 3<>/dev/tcp/$2/80" 2>&1) && return 1
-  grep -q "Network is unreachable" <<<"$out" && [ $((SECONDS - start)) -le 1 ] ||
-    { echo "  $1: connect to $2: ${out:-timed out}" >&2; return 1; }
-}
-
 # Loopback carries traffic: a connect to a closed port there is refused (the kernel answered
-# with a reset over lo), not unreachable.
+# with a reset over lo), not unreachable. (127.0.0.1 inside the lab's own namespace.)
 loopback_works() {
   local out
   out=$(ip netns exec "$LAB_NETNS" timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/1' 2>&1) && return 1
   grep -q "Connection refused" <<<"$out" || { echo "  connect to 127.0.0.1:1: ${out:-timed out}" >&2; return 1; }
 }
 
-# The namespaces of the lab (recorded) that exist now: the lab's own first.
-lab_namespaces() { [ -f "$NETNS_FILE" ] && while read -r ns; do netns_exists "$ns" && echo "$ns"; done <"$NETNS_FILE"; return 0; }
-
-check() {
-  netns_exists "$LAB_NETNS" || die "no network namespace $LAB_NETNS (run hack/lab.sh up)"
-  local namespaces ns
+# Every check stops at the first failure (nothing after a failed check runs), and fails closed:
+# a missing or empty record, a record that does not start with the lab's own namespace, a
+# recorded namespace that is gone or is not the one the lab created, or any error of `ip`.
+check_isolation() {
+  local namespaces ns SUITE="lab isolation"
+  summary() { echo "lab isolation: $passed passed, $failed failed"; [ "$failed" = 0 ]; }
+  step() { check "$@"; [ "$failed" = 0 ]; }
+  step "the record $NETNS_FILE lists $LAB_NETNS first, and every namespace in it is the one the lab created" \
+    lab_record_sound || { summary; return 1; }
   namespaces=$(lab_namespaces | wc -l)
-  expect "no default route (IPv4, IPv6) in any of the lab's $namespaces namespaces" \
-    every_namespace no_default_route
-  expect "only loopback, bridges and links between lab namespaces in all $namespaces" \
-    every_namespace only_lab_links
-  for ns in $(lab_namespaces | awk 'NR == 1 || /-c1$/'); do
-    expect "$ns: connect to 192.0.2.1 fails at once: Network is unreachable" unreachable "$ns" 192.0.2.1
-    expect "$ns: connect to [2001:db8::1] fails at once: Network is unreachable" unreachable "$ns" 2001:db8::1
-  done
-  expect "loopback inside the lab carries traffic (127.0.0.1:1 refused)" loopback_works
-  echo "lab isolation: $passed passed, $failed failed"
-  [ "$failed" = 0 ]
-}
-
-every_namespace() { # check
-  local ns ok=0
-  for ns in $(lab_namespaces); do "$1" "$ns" || ok=1; done
-  return $ok
+  step "no default route (IPv4, IPv6) in any of the lab's $namespaces namespaces" \
+    every_namespace no_default_route || { summary; return 1; }
+  step "only loopback, bridges and links between lab namespaces in all $namespaces" \
+    every_namespace only_lab_links || { summary; return 1; }
+  step "no route to 192.0.2.1 or [2001:db8::1] from any of the $namespaces (ip route get: nothing is sent)" \
+    every_namespace no_route_out || { summary; return 1; }
+  step "loopback inside the lab carries traffic (127.0.0.1:1 refused)" loopback_works || { summary; return 1; }
+  summary
 }
 
 # Waits until http://127.0.0.1:<port><path> inside namespace <netns> answers 200.
@@ -206,7 +170,7 @@ EOF
 up() {
   create
   # Isolation first: nothing starts in a namespace that could reach out.
-  check
+  check_isolation
   local started=$SECONDS c clusters
   "$HACK_DIR/build-tools.sh" k8s kube-proxy etcd kwok coredns helm >/dev/null
   # kube-proxy's nft, the apiserver links' and the listeners' socat, the clients' nc and dig.
@@ -218,21 +182,22 @@ up() {
   for c in $clusters; do node_up "$c" $clusters; done
   # And again, now that every namespace and link of the lab exists.
   passed=0 failed=0
-  check
+  check_isolation
   log "lab up in $((SECONDS - started)) s; kubeconfig $ATOLL_ENV_DIR/kubeconfig (hack/lab.sh exec kubectl ...; hack/lab.sh pod-exec cN NAMESPACE POD CMD...)"
 }
 
 down() {
-  if netns_exists "$LAB_NETNS"; then
-    # Agents, DNS servers, kube-proxies, CoreDNS and pod runners by pid, then the control planes.
-    in_lab "$HACK_DIR/env-down.sh" || true
+  if netns_ours "$LAB_NETNS"; then
+    # Agents, DNS servers, kube-proxies, CoreDNS and pod runners by pid, then the control planes
+    # (stopping sends nothing: no isolation check stands in the way of teardown).
+    ip netns exec "$LAB_NETNS" env ATOLL_ENV_DIR="$ATOLL_ENV_DIR" "$HACK_DIR/env-down.sh" || true
   fi
   if [ -f "$NETNS_FILE" ]; then
-    # Last created first: pod and node namespaces before the lab's own.
-    tac "$NETNS_FILE" | while read -r ns; do
+    # Last created first: pod and node namespaces before the lab's own. Only namespaces that
+    # are still the ones the lab created lose their processes (netns_delete).
+    tac "$NETNS_FILE" | while read -r ns _; do
       [ -n "$ns" ] || continue
-      ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-      netns_exists "$ns" && log "network namespace $ns deleted"
+      netns_ours "$ns" && log "network namespace $ns deleted"
       netns_delete "$ns"
     done
     rm -f "$NETNS_FILE" "$NETNS_FILE.lock"
@@ -247,13 +212,13 @@ pod_exec() { # cN namespace pod command...
   ns=$(pod_netns "$uid")
   netns_exists "$ns" || die "pod $2/$3 of $c has no lab namespace (not Running on the lab node yet?)"
   shift 3
-  ip netns exec "$ns" "$@"
+  pod_run "$ns" "$@"
 }
 
 case ${1:-} in
   up) up ;;
   down) down ;;
-  check) check ;;
+  check) check_isolation ;;
   netns) create ;;
   exec) shift; in_lab "$@" ;;
   pod-exec) shift; pod_exec "$@" ;;

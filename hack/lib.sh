@@ -57,6 +57,23 @@ require() { # program...
   [ ${#missing[@]} -eq 0 ] || die "$(basename "$0"): missing programs: $(printf '%s; ' "${missing[@]}")"
 }
 
+# The checks of our own suites (image, chart, lab): each prints `ok   <what>` or `FAIL <what>`
+# and counts into passed/failed. With ATOLL_RESULTS set (hack/test.sh), each also appends the
+# record libtest's --logfile writes, `ok|failed <suite>: <what>`, to $ATOLL_RESULTS/<suite>.log:
+# hack/test_totals.py totals those records, never the human output. SUITE names the suite.
+passed=0 failed=0
+check() { # description command...
+  local what=$1 verdict; shift
+  if "$@"; then passed=$((passed + 1)); verdict=ok; echo "ok   $what"
+  else failed=$((failed + 1)); verdict=failed; echo "FAIL $what"; fi
+  record_result "$verdict" "$what"
+}
+record_result() { # ok|failed description
+  [ -n "${ATOLL_RESULTS:-}" ] || return 0
+  mkdir -p "$ATOLL_RESULTS"
+  printf '%s %s: %s\n' "$1" "${SUITE:?set SUITE before using check}" "${2//$'\n'/ }" >>"$ATOLL_RESULTS/${SUITE// /-}.log"
+}
+
 # Atoll's version for conformance reports: the crate version plus the git revision (and -dirty
 # when the work tree has uncommitted changes).
 atoll_version() {
@@ -67,19 +84,60 @@ atoll_version() {
   echo "$version+$rev"
 }
 
-# Pids of every process of the running local ClusterSet, one per line (from kwokctl's pid files).
+# A process is identified by its pid *and* its start time (field 22 of /proc/<pid>/stat, in clock
+# ticks since boot): a pid recorded before a reboot, or of a process that exited, may now name
+# someone else's process, whose start time differs. Nothing is signalled without both matching.
+proc_start_time() { # pid -> start time, or nothing when no such process
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  # The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
+  awk '{print $20}' <<<"${stat##*) }"
+}
+# Whether <pid> is alive and started at <start time>.
+pid_is() { [ -n "$1" ] && [ -n "$2" ] && [ "$(proc_start_time "$1")" = "$2" ]; }
+
+# Pids of the running local ClusterSet's processes (kwokctl's pid files), one per line: only
+# those whose start time env-up or cluster.sh recorded beside the pid file (<file>.start).
 env_pids() {
-  local f
+  local f pid
   for f in "$ATOLL_ENV_DIR"/kwok/clusters/*/pids/*.pid; do
-    [ -f "$f" ] && { cat "$f"; echo; }
+    [ -f "$f" ] || continue
+    pid=$(tr -dc 0-9 <"$f")
+    pid_is "$pid" "$(cat "$f.start" 2>/dev/null)" && echo "$pid"
   done
+  return 0
+}
+# Removes, unsignalled, the kwokctl pid files of cluster <name> whose process is gone or is not
+# the one started (start time differs, or none recorded): kwokctl signals every pid in its files.
+drop_stale_env_pids() { # cluster
+  local f pid
+  for f in "$ATOLL_ENV_DIR"/kwok/clusters/"$1"/pids/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(tr -dc 0-9 <"$f")
+    pid_is "$pid" "$(cat "$f.start" 2>/dev/null)" && continue
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      log "$1: pid $pid ($(basename "$f")) is not the process env-up started (start time differs): leaving it alone"
+    fi
+    rm -f "$f" "$f.start"
+  done
+  return 0
+}
+# Records the start time of each process kwokctl just started for cluster <name>.
+record_env_starts() { # cluster
+  local f
+  for f in "$ATOLL_ENV_DIR"/kwok/clusters/"$1"/pids/*.pid; do
+    [ -f "$f" ] && proc_start_time "$(tr -dc 0-9 <"$f")" >"$f.start"
+  done
+  return 0
 }
 
 # Background processes of ours (agents, DNS servers), tracked by pid files under
-# $ATOLL_ENV_DIR/procs, logs beside them. Stopped by pid, never by name.
+# $ATOLL_ENV_DIR/procs (<name>.pid and its start time, <name>.start), logs beside them. Stopped
+# by pid and start time, never by name.
 PROCS_DIR=$ATOLL_ENV_DIR/procs
 
-proc_running() { [ -f "$PROCS_DIR/$1.pid" ] && kill -0 "$(cat "$PROCS_DIR/$1.pid")" 2>/dev/null; }
+proc_pid() { tr -dc 0-9 <"$PROCS_DIR/$1.pid" 2>/dev/null; }
+proc_running() { [ -f "$PROCS_DIR/$1.pid" ] && pid_is "$(proc_pid "$1")" "$(cat "$PROCS_DIR/$1.start" 2>/dev/null)"; }
 
 proc_start() { # name command...
   local name=$1; shift
@@ -87,17 +145,24 @@ proc_start() { # name command...
   proc_running "$name" && return 0
   NO_COLOR=1 RUST_LOG=${RUST_LOG:-info,kube=warn} nohup "$@" >>"$PROCS_DIR/$name.log" 2>&1 &
   echo $! >"$PROCS_DIR/$name.pid"
+  proc_start_time $! >"$PROCS_DIR/$name.start"
   log "$name started (pid $!, log $PROCS_DIR/$name.log)"
 }
 
 proc_stop() { # name
-  local name=$1 pid
-  proc_running "$name" || { rm -f "$PROCS_DIR/$name.pid"; return 0; }
-  pid=$(cat "$PROCS_DIR/$name.pid")
+  local name=$1 pid start
+  if ! proc_running "$name"; then
+    pid=$(proc_pid "$name")
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
+      log "$name: pid $pid is alive but is not the process we started (start time differs): leaving it alone"
+    rm -f "$PROCS_DIR/$name.pid" "$PROCS_DIR/$name.start"
+    return 0
+  fi
+  pid=$(proc_pid "$name"); start=$(cat "$PROCS_DIR/$name.start")
   kill "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$PROCS_DIR/$name.pid"
+  for _ in $(seq 50); do pid_is "$pid" "$start" || break; sleep 0.1; done
+  if pid_is "$pid" "$start"; then kill -9 "$pid" 2>/dev/null || true; fi
+  rm -f "$PROCS_DIR/$name.pid" "$PROCS_DIR/$name.start"
   log "$name stopped"
 }
 
@@ -121,18 +186,20 @@ wait_ready() { # name port [seconds]
   die "$name is not ready after ${3:-60} s (last /readyz answer: $(printf '%s' "$answer" | tail -1))"
 }
 
-# Ports of cluster cN's processes, N = 1..99 (the same scheme as crates/atoll-testing/src/ports.rs):
-# agent admin 19100+N, DNS (UDP and TCP) 19300+N, DNS admin 19500+N. The ranges never overlap
-# for N <= 99 and lie below the kernel's ephemeral ports and the ports kwokctl picks.
+# Ports of cluster cN's processes, N = 1..$PORTS_MAX_CLUSTERS: base + N, the bases in
+# hack/ports.env (the one source: crates/atoll-testing/src/ports.rs reads the same file).
 # Call as `port=$(agent_admin_port c3)`: an assignment, so that set -e stops on a bad name.
+# shellcheck source=ports.env
+. "$HACK_DIR/ports.env"
 cluster_number() { # cN -> N
   local n=${1#c}
-  [[ $1 == c* && $n =~ ^[0-9]{1,2}$ ]] && [ $((10#$n)) -ge 1 ] || die "cluster '$1': the port scheme covers c1..c99"
+  [[ $1 == c* && $n =~ ^[0-9]{1,3}$ ]] && [ $((10#$n)) -ge 1 ] && [ $((10#$n)) -le "$PORTS_MAX_CLUSTERS" ] ||
+    die "cluster '$1': the port scheme covers c1..c$PORTS_MAX_CLUSTERS"
   echo $((10#$n))
 }
-agent_admin_port() { local n; n=$(cluster_number "$1") && echo $((19100 + n)); }
-dns_port() { local n; n=$(cluster_number "$1") && echo $((19300 + n)); }
-dns_admin_port() { local n; n=$(cluster_number "$1") && echo $((19500 + n)); }
+agent_admin_port() { local n; n=$(cluster_number "$1") && echo $((PORTS_AGENT_ADMIN_BASE + n)); }
+dns_port() { local n; n=$(cluster_number "$1") && echo $((PORTS_DNS_BASE + n)); }
+dns_admin_port() { local n; n=$(cluster_number "$1") && echo $((PORTS_DNS_ADMIN_BASE + n)); }
 
 # The clusters of the running local ClusterSet (c1 c2 ...), or the arguments if given.
 clusters_or() {

@@ -1,19 +1,51 @@
-//! The local ClusterSet's port scheme, the same as `hack/lib.sh` defines for the scripts that
-//! start the processes: for cluster `cN` (N = member index + 1, 1 ≤ N ≤ 99) the agent's admin
-//! server listens on 127.0.0.1:(19100 + N), the DNS server on 127.0.0.1:(19300 + N) (UDP and
-//! TCP) and the DNS server's admin server on 127.0.0.1:(19500 + N). The ranges do not overlap
-//! for any N ≤ 99, and they lie below Linux's ephemeral range (32768–60999, from which outgoing
-//! connections take their ports) and below the ports kwokctl picks for the control planes
-//! (counting down from 32766).
+//! The local ClusterSet's port scheme. Its one source is `hack/ports.env`, which the scripts
+//! that start the processes source (`hack/lib.sh`) and this module reads at compile time: for
+//! cluster `cN` (N = member index + 1, 1 ≤ N ≤ 99) the agent's admin server listens on
+//! 127.0.0.1:(agent base + N), the DNS server on 127.0.0.1:(DNS base + N) (UDP and TCP) and the
+//! DNS server's admin server on 127.0.0.1:(DNS admin base + N). A setting missing from the file,
+//! or not a port number, fails the build.
 
 use anyhow::ensure;
 
-/// Most clusters the scheme has ports for.
-pub const MAX_CLUSTERS: usize = 99;
+const PORTS_ENV: &str = include_str!("../../../hack/ports.env");
 
-const AGENT_ADMIN_BASE: u16 = 19_100;
-const DNS_BASE: u16 = 19_300;
-const DNS_ADMIN_BASE: u16 = 19_500;
+/// The number on the line `<name>=<number>` of `hack/ports.env`, at compile time.
+const fn setting(name: &str) -> u16 {
+    let text = PORTS_ENV.as_bytes();
+    let key = name.as_bytes();
+    let mut line = 0;
+    while line < text.len() {
+        let mut j = 0;
+        while j < key.len() && line + j < text.len() && text[line + j] == key[j] {
+            j += 1;
+        }
+        if j == key.len() && line + j < text.len() && text[line + j] == b'=' {
+            let mut k = line + j + 1;
+            let mut value: u32 = 0;
+            let mut digits = 0;
+            while k < text.len() && text[k].is_ascii_digit() {
+                value = value * 10 + (text[k] - b'0') as u32;
+                assert!(value <= u16::MAX as u32, "hack/ports.env: a port above 65535");
+                k += 1;
+                digits += 1;
+            }
+            assert!(digits > 0, "hack/ports.env: a setting that is not a number");
+            return value as u16;
+        }
+        while line < text.len() && text[line] != b'\n' {
+            line += 1;
+        }
+        line += 1;
+    }
+    panic!("hack/ports.env lacks a setting ports.rs reads")
+}
+
+/// Most clusters the scheme has ports for.
+pub const MAX_CLUSTERS: usize = setting("PORTS_MAX_CLUSTERS") as usize;
+
+const AGENT_ADMIN_BASE: u16 = setting("PORTS_AGENT_ADMIN_BASE");
+const DNS_BASE: u16 = setting("PORTS_DNS_BASE");
+const DNS_ADMIN_BASE: u16 = setting("PORTS_DNS_ADMIN_BASE");
 
 /// An agent admin port that no cluster of the scheme uses (it is the one of "c0"), for a test
 /// that runs an agent of its own beside those `hack/agents.sh` started.
@@ -24,8 +56,9 @@ fn port(base: u16, member_index: usize) -> anyhow::Result<u16> {
         member_index < MAX_CLUSTERS,
         "member index {member_index}: the local ClusterSet's port scheme covers c1..c{MAX_CLUSTERS}"
     );
-    // member_index < 99, so the sum stays far below u16::MAX.
-    Ok(base + member_index as u16 + 1)
+    let offset = u16::try_from(member_index + 1)?;
+    base.checked_add(offset)
+        .ok_or_else(|| anyhow::anyhow!("member index {member_index}: port above 65535"))
 }
 
 /// Admin port (metrics, health) of cluster `c<member_index + 1>`'s agent.

@@ -4,7 +4,7 @@ package conformance
 // framework.go, whose only function, execCmd, is its only pod-exec path. Under kwok a pod
 // exec would run on the host; here the command runs inside the pod's network namespace of the
 // data-plane lab (`ip netns exec lab-<uid>`, created by hack/lab-pods.sh), with the pod's
-// resolver. It refuses to run anywhere but inside the lab's own namespace, which has no route
+// resolver, as an unprivileged user without capabilities. It refuses to run anywhere but inside the lab's own namespace, which has no route
 // out, so no packet of a spec can leave the lab.
 
 import (
@@ -58,7 +58,11 @@ func execCmd(k8s kubernetes.Interface, _ *rest.Config, podName string, podNamesp
 		return nil, nil, fmt.Errorf("pod %s/%s has no lab network namespace %s yet: %v", podNamespace, podName, netns, err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", netns}, command...)...)
+	// As a container runs it (hack/lab-net.sh's pod_run): user 65534, no capabilities, no way to
+	// gain any, so the command can neither enter another namespace nor change the network.
+	args := []string{"netns", "exec", netns, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"}
+	cmd := exec.CommandContext(ctx, "ip", append(args, command...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// As the suite's own exec over the API: a command that fails (non-zero exit, or still running
 	// after 4 s) gives an error and no output.
