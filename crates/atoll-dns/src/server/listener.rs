@@ -115,7 +115,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_listener_is_bound_with_the_requested_backlog() {
+    async fn the_listener_accepts_connections() {
         let backlog = Backlog::for_limit(10, somaxconn());
         let listener = bind("127.0.0.1:0".parse().unwrap(), backlog).unwrap();
         let address = listener.local_addr().unwrap();
