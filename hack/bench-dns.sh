@@ -8,6 +8,11 @@
 # from a ServiceImport change to the new answer (BENCH_DNS_UPDATES changes, default 20).
 # ATOLL_BEFORE=<atoll binary> measures another build of `atoll dns` in the same run, as a third
 # server ("before").
+# At the first size, a burst of BENCH_DNS_BURST TCP connections (default 2000, 0 to skip) opened
+# at once to each server in turn and left idle (issue 26): connections still open
+# BENCH_DNS_BURST_WAIT seconds later (default 15: atoll's idle timeout of 10 s + 5 s; CoreDNS
+# closes silent connections after 3 s), UDP p99 during the burst and RSS, beside the targets
+# (atoll at least as good as CoreDNS), and each server's listen backlog (`ss -ltn`).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_DIR"
@@ -15,6 +20,8 @@ SIZES=${BENCH_DNS_SIZES:-"10 1000 10000 100000"}
 SECONDS_PER_RUN=${BENCH_DNS_SECONDS:-10}
 UPDATES=${BENCH_DNS_UPDATES:-20}
 BEFORE=${ATOLL_BEFORE:-}
+BURST=${BENCH_DNS_BURST:-2000}
+BURST_WAIT=${BENCH_DNS_BURST_WAIT:-15}
 ATOLL_PORT=15390
 COREDNS_PORT=15391
 BEFORE_PORT=15392
@@ -69,11 +76,27 @@ latency() { # port queries -> "p50_ms p99_ms"
     | awk '{v[NR]=$1} END {if (NR == 0) {print "nan nan"; exit} i50=int(NR*0.5); i99=int(NR*0.99); if (i50<1) i50=1; if (i99<1) i99=1; printf "%.3f %.3f\n", v[i50]*1000, v[i99]*1000}'
 }
 
+# The accept queue of the TCP listener on a port: Send-Q of the listening socket.
+backlog() { ss -ltnH "sport = :$1" | awk '{print $3; exit}'; }
+
+burst() { # names ports pids (space-separated lists)
+  local -a ns=($1) ps=($2) ids=($3) args=()
+  local i
+  for i in "${!ns[@]}"; do
+    args+=("${ns[$i]}=${ps[$i]}:${ids[$i]}")
+    echo "burst ${ns[$i]}: listen backlog $(backlog "${ps[$i]}")"
+  done
+  # The client holds BURST sockets at once.
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+  taskset -c 1 "$REPO_DIR/target/release/atoll-bench-dns" burst "$BURST" "$BURST_WAIT" "${args[@]}"
+}
+
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 peak_mib() { awk '/VmHWM/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 
 printf '\n%-7s %-8s %12s %10s %10s %9s %9s\n' N server QPS "p50 ms" "p99 ms" "RSS MiB" "peak MiB"
 ok=1
+first_size=${SIZES%% *}
 for n in $SIZES; do
   "$REPO_DIR/target/release/atoll-bench-dns" populate "$n" "$WORK/queries.txt" >&2
   NO_COLOR=1 taskset -c 0 "$REPO_DIR/target/release/atoll" dns --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --context kwok-c1 \
@@ -104,6 +127,9 @@ for n in $SIZES; do
     printf '%-7s %-8s %12s %10s %10s %9s %9s\n' "$n" "$server" "$q" "$p50" "$p99" "$rss" "$peak"
     results+=("$q" "$p99")
   done
+  if [ "$n" = "$first_size" ] && [ "$BURST" -gt 0 ]; then
+    burst "${names[*]}" "${ports[*]}" "${pids[*]}" || ok=0
+  fi
   thaw
   ratio=$(awk -v a="${results[0]}" -v c="${results[2]}" 'BEGIN { printf "%.2f", (c > 0) ? a / c : 0 }')
   verdict=$(awk -v r="$ratio" -v a="${results[1]}" -v c="${results[3]}" 'BEGIN { print (r >= 3 && a < c) ? "PASS" : "FAIL" }')

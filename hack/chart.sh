@@ -41,6 +41,8 @@ template() {
     log "helm template (mode $mode): $(wc -l <"$OUT/$mode.yaml") lines, $(grep -c '^kind:' "$OUT/$mode.yaml") objects -> $OUT/$mode.yaml"
   done
   render member --set coredns.wire=true >"$OUT/wired.yaml"
+  render member --set 'admissionPolicy.trustedSliceWriters={system:serviceaccount:mcs:controller}' \
+    --set 'dns.trustedSliceManagers={mcs-controller.example.dev}' >"$OUT/trusting.yaml"
 }
 
 

@@ -1,5 +1,5 @@
 """Checks of the rendered chart (hack/chart.sh test): one `ok   <check>` or `FAIL <check>: why`
-line per check, nothing else. Reads target/chart/{member,hub,both}.yaml."""
+line per check, nothing else. Reads target/chart/{member,hub,both,wired,trusting}.yaml."""
 import sys
 
 import yaml
@@ -16,7 +16,7 @@ def check(name, ok, why=""):
     print(f"ok   {name}" if ok else f"FAIL {name}: {why}")
 
 
-member, hub, both, wired = load("member"), load("hub"), load("both"), load("wired")
+member, hub, both, wired, trusting = load("member"), load("hub"), load("both"), load("wired"), load("trusting")
 kinds = lambda docs, kind: [d for d in docs if d.get("kind") == kind]
 deployments = {d["metadata"]["name"]: d for d in kinds(member, "Deployment")}
 
@@ -91,3 +91,19 @@ wiring_rules = [r for d in kinds(wired, "Role") if d["metadata"]["name"] == "ato
 check("coredns.wire: its identity may only get/update the CoreDNS ConfigMap and get the Service atoll-dns",
       sorted((tuple(r["resources"]), tuple(r["resourceNames"]), tuple(r["verbs"])) for r in wiring_rules)
       == [(("configmaps",), ("coredns",), ("get", "update")), (("services",), ("atoll-dns",), ("get",))], wiring_rules)
+
+def variables(docs):
+    return {v["name"]: v["expression"] for p in kinds(docs, "ValidatingAdmissionPolicy")
+            if p["metadata"]["name"] == "atoll-imports-are-controller-owned" for v in p["spec"]["variables"]}
+guard = variables(member)
+check("admission policy: every MCS EndpointSlice is guarded, whoever manages it",
+      "'multicluster.kubernetes.io/service-name' in object.metadata.labels" in guard.get("mcsSlice", "")
+      and guard.get("sliceWriter") == "false", guard)
+check("admissionPolicy.trustedSliceWriters: named controllers may write MCS EndpointSlices",
+      variables(trusting).get("sliceWriter") == 'request.userInfo.username in ["system:serviceaccount:mcs:controller"]',
+      variables(trusting).get("sliceWriter"))
+dns_args = lambda docs: [a for d in kinds(docs, "Deployment") if d["metadata"]["name"] == "atoll-dns"
+                         for a in d["spec"]["template"]["spec"]["containers"][0]["args"]]
+check("dns.trustedSliceManagers: passed as --trusted-slice-manager",
+      "--trusted-slice-manager=mcs-controller.example.dev" in dns_args(trusting)
+      and not any(a.startswith("--trusted-slice-manager") for a in dns_args(member)), dns_args(trusting))

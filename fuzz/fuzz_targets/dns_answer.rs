@@ -1,7 +1,8 @@
 //! Any bytes as a DNS query: the answer function must not panic, and whatever it sends back
 //! must echo the query id, set QR and stay within the transport's size limit: over UDP, the
 //! requester's EDNS size (512 without EDNS, sizes under 512 count as 512) and never more than
-//! the zone's maximum UDP payload (1232 with the default configuration used here).
+//! the zone's maximum UDP payload (1232 with the default configuration used here); over TCP,
+//! 65,535 bytes.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -57,6 +58,9 @@ fuzz_target!(|data: &[u8]| {
         if !out.is_empty() {
             assert_eq!(&out[..2], &data[..2], "response id must echo the query id");
             assert!(out[2] & 0x80 != 0, "QR bit must be set");
+            // A TCP message carries at most 65,535 bytes: a larger answer is trimmed, never
+            // sent empty or cut.
+            assert!(out.len() <= usize::from(u16::MAX), "TCP answer of {} bytes", out.len());
             if !tcp {
                 assert!(
                     out.len() <= usize::from(DEFAULT_MAX_UDP_PAYLOAD),

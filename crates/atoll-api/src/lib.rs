@@ -7,6 +7,7 @@
 //! * [`hub`]: the records members publish on the hub (`hub.atoll.dev` ExportedService and
 //!   ExportedEndpointSlice).
 //! * [`inventory`]: KEP-4322 ClusterProfile, one per member on the hub.
+//! * [`dns_name`]: DNS names as users give them (a zone, a forwarding target's host), checked.
 //! * [`keys`]: namespace and name of a service ([`keys::ServiceKey`]) or of one object
 //!   ([`keys::ObjectKey`]), shared by the agent's plan and the DNS zone.
 //! * [`labels`]: well-known labels and annotations.
@@ -17,6 +18,7 @@
 pub mod about;
 pub mod condition;
 pub mod crd;
+pub mod dns_name;
 pub mod hub;
 pub mod inventory;
 pub mod keys;

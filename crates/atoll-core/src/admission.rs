@@ -2,6 +2,13 @@
 //! creating, changing or deleting the ServiceImports, derived Services and MCS EndpointSlices
 //! Atoll manages to anyone but the agent's identity and the cluster's own controllers (which
 //! delete them with their namespace or by garbage collection). Users export instead.
+//!
+//! The same policy guards every MCS EndpointSlice, whoever's: DNS serves the addresses of
+//! slices labelled `multicluster.kubernetes.io/service-name` (Atoll's `atoll dns`, and CoreDNS's
+//! `multicluster` option, which trusts any such slice), so anyone who may create an
+//! EndpointSlice in a namespace could otherwise put their own addresses into the answers of an
+//! imported service. Only the agent, the cluster's own controllers and the MCS controllers the
+//! operator names (`atoll admission-policy --trusted-slice-writer`) may write them.
 
 use atoll_api::labels;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -16,6 +23,10 @@ use crate::membership::member_agent_username;
 
 /// Name of the policy and of its binding.
 pub const POLICY_NAME: &str = "atoll-imports-are-controller-owned";
+
+/// The message users get when the policy refuses them a change to an MCS EndpointSlice that
+/// is not Atoll's.
+pub const SLICE_MESSAGE: &str = "EndpointSlices labelled multicluster.kubernetes.io/service-name are MCS EndpointSlices, whose addresses DNS serves for the imported service: only the cluster's MCS controllers may create, change or delete them (the Atoll agent, or a controller named with `atoll admission-policy --trusted-slice-writer`); to change what is imported, change the ServiceExport and the exported Service in the exporting cluster";
 
 /// The message users get when the policy refuses them.
 pub const MESSAGE: &str = "this object is managed by Atoll from the ClusterSet's ServiceExports and may only be changed by the Atoll agent; to change what is imported, create, change or delete a ServiceExport next to the Service in an exporting cluster";
@@ -34,6 +45,30 @@ fn rule(group: &str, resource: &str) -> NamedRuleWithOperations {
     }
 }
 
+/// `text` as a CEL string literal: single-quoted, with backslashes and quotes escaped, so a
+/// username cannot end the string and add to the expression.
+fn cel_string(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// A CEL test that the request is made by one of `users`.
+fn made_by(users: &[&str]) -> String {
+    if users.is_empty() {
+        return "false".to_owned();
+    }
+    let list: Vec<String> = users.iter().map(|u| cel_string(u)).collect();
+    format!("request.userInfo.username in [{}]", list.join(", "))
+}
+
+/// A CEL test that `object` (a variable name) is an EndpointSlice carrying the MCS service-name
+/// label (any implementation's MCS slice).
+fn mcs_slice(object: &str) -> String {
+    format!(
+        "{object} != null && has({object}.metadata.labels) && '{label}' in {object}.metadata.labels",
+        label = labels::SERVICE_NAME,
+    )
+}
+
 /// A CEL test that `object` (a variable name) carries Atoll's managed-by label.
 fn managed(object: &str) -> String {
     format!(
@@ -46,14 +81,14 @@ fn managed(object: &str) -> String {
 }
 
 /// What makes one of Atoll's policies: its name, the resources it guards, who it applies to
-/// (all requests when `applies_to` is `None`), its variables and its one validation.
+/// (all requests when `applies_to` is `None`), its variables and its validations (expression,
+/// message).
 struct Shape<'a> {
     name: &'a str,
     rules: Vec<NamedRuleWithOperations>,
     applies_to: Option<String>,
     variables: Vec<Variable>,
-    expression: String,
-    message: &'a str,
+    validations: Vec<(String, &'a str)>,
 }
 
 fn denying_policy(shape: Shape<'_>) -> ValidatingAdmissionPolicy {
@@ -77,20 +112,35 @@ fn denying_policy(shape: Shape<'_>) -> ValidatingAdmissionPolicy {
                 ]
             }),
             variables: (!shape.variables.is_empty()).then_some(shape.variables),
-            validations: Some(vec![Validation {
-                expression: shape.expression,
-                message: Some(shape.message.to_owned()),
-                reason: Some("Forbidden".to_owned()),
-                ..Default::default()
-            }]),
+            validations: Some(
+                shape
+                    .validations
+                    .into_iter()
+                    .map(|(expression, message)| Validation {
+                        expression,
+                        message: Some(message.to_owned()),
+                        reason: Some("Forbidden".to_owned()),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
             ..Default::default()
         }),
         status: None,
     }
 }
 
-/// The policy, allowing `agent` (the agent's username in this member) to manage the objects.
-pub fn policy(agent: &str) -> ValidatingAdmissionPolicy {
+/// The name of the policy variable saying whether the request is made by one of the other MCS
+/// controllers trusted with MCS EndpointSlices (the chart sets it from its values).
+pub const SLICE_WRITER_VARIABLE: &str = "sliceWriter";
+
+/// The policy, allowing `agent` (the agent's username in this member) to manage Atoll's
+/// objects, and `agent` and `slice_writers` (other MCS controllers) to write MCS EndpointSlices.
+pub fn policy(agent: &str, slice_writers: &[&str]) -> ValidatingAdmissionPolicy {
+    let variable = |name: &str, expression: String| Variable {
+        name: name.to_owned(),
+        expression,
+    };
     denying_policy(Shape {
         name: POLICY_NAME,
         rules: vec![
@@ -100,19 +150,39 @@ pub fn policy(agent: &str) -> ValidatingAdmissionPolicy {
         ],
         applies_to: None,
         variables: vec![
-            Variable {
-                name: "managed".to_owned(),
-                expression: format!("({}) || ({})", managed("object"), managed("oldObject")),
-            },
-            Variable {
-                name: "trusted".to_owned(),
-                expression: format!(
-                    "request.userInfo.username == '{agent}' || request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || request.userInfo.username == 'system:kube-controller-manager'"
+            variable(
+                "managed",
+                format!("({}) || ({})", managed("object"), managed("oldObject")),
+            ),
+            variable(
+                "trusted",
+                format!(
+                    "{} || request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || request.userInfo.username == 'system:kube-controller-manager'",
+                    made_by(&[agent])
                 ),
-            },
+            ),
+            variable(
+                "mcsSlice",
+                format!(
+                    "request.resource.resource == 'endpointslices' && (({}) || ({}))",
+                    mcs_slice("object"),
+                    mcs_slice("oldObject")
+                ),
+            ),
+            variable(SLICE_WRITER_VARIABLE, made_by(slice_writers)),
         ],
-        expression: "!variables.managed || variables.trusted".to_owned(),
-        message: MESSAGE,
+        validations: vec![
+            (
+                "!variables.managed || variables.trusted".to_owned(),
+                MESSAGE,
+            ),
+            (
+                format!(
+                    "!variables.mcsSlice || variables.trusted || variables.{SLICE_WRITER_VARIABLE}"
+                ),
+                SLICE_MESSAGE,
+            ),
+        ],
     })
 }
 
@@ -153,14 +223,16 @@ pub fn agent_policy(agent: &str) -> ValidatingAdmissionPolicy {
             rule("", "services"),
             rule("discovery.k8s.io", "endpointslices"),
         ],
-        applies_to: Some(format!("request.userInfo.username == '{agent}'")),
+        applies_to: Some(made_by(&[agent])),
         variables: vec![],
-        expression: format!(
-            "(request.operation == 'DELETE' || ({new})) && (request.operation == 'CREATE' || ({old}))",
-            new = managed("object"),
-            old = managed("oldObject"),
-        ),
-        message: AGENT_MESSAGE,
+        validations: vec![(
+            format!(
+                "(request.operation == 'DELETE' || ({new})) && (request.operation == 'CREATE' || ({old}))",
+                new = managed("object"),
+                old = managed("oldObject"),
+            ),
+            AGENT_MESSAGE,
+        )],
     })
 }
 
@@ -169,9 +241,9 @@ pub fn agent_binding() -> ValidatingAdmissionPolicyBinding {
     binding_of(AGENT_POLICY_NAME)
 }
 
-/// The policy for an agent running as Atoll's member ServiceAccount.
+/// The policy for an agent running as Atoll's member ServiceAccount, the only MCS controller.
 pub fn default_policy() -> ValidatingAdmissionPolicy {
-    policy(&member_agent_username())
+    policy(&member_agent_username(), &[])
 }
 
 #[cfg(test)]
@@ -185,7 +257,7 @@ mod tests {
         let conditions = spec.match_conditions.unwrap();
         assert_eq!(
             conditions[0].expression,
-            "request.userInfo.username == 'system:serviceaccount:atoll-system:atoll-agent'"
+            "request.userInfo.username in ['system:serviceaccount:atoll-system:atoll-agent']"
         );
         let resources: Vec<String> = spec
             .match_constraints
@@ -228,9 +300,53 @@ mod tests {
             variables[0].expression.contains("oldObject"),
             "a label removed in an update still counts"
         );
-        assert_eq!(
-            spec.validations.unwrap()[0].message.as_deref(),
-            Some(MESSAGE)
+        let validations = spec.validations.unwrap();
+        assert_eq!(validations[0].message.as_deref(), Some(MESSAGE));
+        assert_eq!(validations[1].message.as_deref(), Some(SLICE_MESSAGE));
+    }
+
+    #[test]
+    fn every_mcs_slice_is_guarded_whoever_manages_it() {
+        let spec = policy("agent", &["mcs-controller", "o'brien"])
+            .spec
+            .unwrap();
+        let variables = spec.variables.unwrap();
+        let mcs = &variables[2];
+        assert_eq!(mcs.name, "mcsSlice");
+        // Any slice carrying the service-name label, before or after the change, not only
+        // Atoll's (whose managed-by the `managed` variable checks).
+        assert!(
+            mcs.expression
+                .contains("request.resource.resource == 'endpointslices'")
         );
+        assert!(
+            mcs.expression
+                .contains("'multicluster.kubernetes.io/service-name' in object.metadata.labels")
+        );
+        assert!(
+            mcs.expression
+                .contains("'multicluster.kubernetes.io/service-name' in oldObject.metadata.labels")
+        );
+        assert!(!mcs.expression.contains("managed-by"));
+        assert_eq!(variables[3].name, SLICE_WRITER_VARIABLE);
+        assert_eq!(
+            variables[3].expression, "request.userInfo.username in ['mcs-controller', 'o\\'brien']",
+            "named controllers, quoted so a username cannot extend the expression"
+        );
+        let validations = spec.validations.unwrap();
+        assert_eq!(
+            validations[1].expression,
+            "!variables.mcsSlice || variables.trusted || variables.sliceWriter"
+        );
+        // Without named controllers, only the agent and the cluster's own controllers.
+        let default = default_policy().spec.unwrap().variables.unwrap();
+        assert_eq!(default[3].expression, "false");
+    }
+
+    #[test]
+    fn cel_strings_cannot_be_escaped_from() {
+        assert_eq!(cel_string("plain"), "'plain'");
+        assert_eq!(cel_string("a'b"), "'a\\'b'");
+        assert_eq!(cel_string("a\\'b"), "'a\\\\\\'b'");
     }
 }

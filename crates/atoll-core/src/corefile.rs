@@ -17,6 +17,8 @@
 //! A server block for the zone that Atoll did not write (the user wired it by hand) is left
 //! alone: wiring refuses with an error saying so, rather than answering the zone twice.
 
+use crate::corefile_input::{self, InputError};
+
 /// First line of Atoll's block (followed by a description).
 pub const BEGIN_MARKER: &str = "# BEGIN atoll";
 /// Last line of Atoll's block.
@@ -36,6 +38,25 @@ pub struct Wiring {
 }
 
 impl Wiring {
+    /// This wiring with its zone, targets and bind addresses checked ([`corefile_input`]) and
+    /// in canonical form; an error names the first value that cannot go into a Corefile.
+    pub fn checked(self) -> Result<Self, InputError> {
+        Ok(Self {
+            zone: corefile_input::zone(&self.zone)?,
+            targets: self
+                .targets
+                .iter()
+                .map(|t| corefile_input::target(t))
+                .collect::<Result<_, _>>()?,
+            cache_seconds: self.cache_seconds,
+            bind: self
+                .bind
+                .iter()
+                .map(|b| corefile_input::bind(b))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
     /// Atoll's block for this wiring, markers included, ending with a newline.
     pub fn block(&self) -> String {
         let mut out = format!(
@@ -74,6 +95,8 @@ pub enum CorefileError {
     ForeignBlock { zone: String, line: usize },
     #[error("nothing to forward to: give at least one target")]
     NoTarget,
+    #[error(transparent)]
+    Input(#[from] InputError),
 }
 
 /// The result of an edit.
@@ -148,11 +171,13 @@ fn foreign_block(
 }
 
 /// Adds (or updates) Atoll's block. The block goes at the end of the file; an existing block
-/// is replaced where it is.
+/// is replaced where it is. Refuses a wiring that [`Wiring::checked`] refuses, so nothing that
+/// could break the Corefile is ever written.
 pub fn wire(corefile: &str, wiring: &Wiring) -> Result<Edit, CorefileError> {
     if wiring.targets.is_empty() {
         return Err(CorefileError::NoTarget);
     }
+    let wiring = &wiring.clone().checked()?;
     let existing = find_block(corefile)?;
     if let Some(line) = foreign_block(corefile, &wiring.zone, existing.as_ref()) {
         return Err(CorefileError::ForeignBlock {

@@ -125,6 +125,34 @@ fn broken_markers_are_errors_not_guesses() {
 }
 
 #[test]
+fn a_wiring_that_could_break_the_corefile_is_refused_and_nothing_is_written() {
+    for bad in [
+        Wiring {
+            zone: ".".into(),
+            ..wiring("10.96.0.53:53")
+        },
+        wiring("10.96.0.53:53 }\nexample.com {"),
+        wiring("10.96.0.53"),
+        Wiring {
+            bind: vec!["0.0.0.0 }".into()],
+            ..wiring("10.96.0.53:53")
+        },
+    ] {
+        assert!(
+            matches!(wire(KUBEADM, &bad), Err(CorefileError::Input(_))),
+            "{bad:?} accepted"
+        );
+    }
+    // Accepted values are written in canonical form.
+    let canonical = Wiring {
+        zone: "ClusterSet.Local.".into(),
+        ..wiring("[FD00::53]:53")
+    };
+    let text = changed(wire(KUBEADM, &canonical).unwrap());
+    assert!(text.contains("\nclusterset.local {\n") && text.contains("forward . [fd00::53]:53\n"));
+}
+
+#[test]
 fn a_file_without_a_final_newline_gets_one_before_the_block() {
     let text = changed(wire(".:53 {\n    whoami\n}", &wiring("1.1.1.1:53")).unwrap());
     assert!(text.starts_with(".:53 {\n    whoami\n}\n# BEGIN atoll"));

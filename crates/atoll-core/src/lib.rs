@@ -9,7 +9,8 @@
 //! * [`conditions`], [`announce`]: status conditions (clock passed in) and the Events for
 //!   their changes.
 //! * [`diff`]: desired versus observed, and what Atoll owns.
-//! * [`corefile`]: Atoll's clusterset.local block in a CoreDNS Corefile, added and removed.
+//! * [`corefile`]: Atoll's clusterset.local block in a CoreDNS Corefile, added and removed;
+//!   [`corefile_input`] checks what goes into it.
 //! * [`keys`]: the service an object names (the key types are `atoll_api::keys`).
 //! * [`plan`]: one reconcile pass as a pure function, from observed state to every write.
 //! * [`leader`]: which agent replica of a member writes (Lease-based election).
@@ -19,6 +20,7 @@ pub mod announce;
 pub mod cluster_id;
 pub mod conditions;
 pub mod corefile;
+pub mod corefile_input;
 pub mod derived;
 pub mod diff;
 pub mod dirty;

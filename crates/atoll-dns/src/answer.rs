@@ -1,7 +1,13 @@
-//! Answering one query from a [`Zone`]: parse, look up, copy pre-encoded bytes.
+//! Answering one query from a [`Zone`]: parse, look up, copy pre-encoded bytes; [`fit`] decides
+//! which records go when a response is larger than its transport allows.
 
-use crate::wire::{self, ParseError, Query, parse_query, push_header, push_opt, rcode};
+mod fit;
+
+use crate::wire::{
+    self, HEADER, ParseError, Query, opt_len, parse_query, push_header, push_opt, rcode,
+};
 use crate::zone::{MIN_UDP_PAYLOAD, Missing, RrSet, Zone};
+use fit::{Sections, fit};
 
 /// Extended DNS Error info codes (RFC 8914).
 const EDE_OTHER: u16 = 0;
@@ -10,7 +16,8 @@ const EDE_NOT_READY: u16 = 14;
 /// What happened to a packet, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
-    /// The response code sent, or `None` when the packet was dropped (nothing to answer).
+    /// The response code sent (extended codes such as BADVERS included), or `None` when the
+    /// packet was dropped (nothing to answer).
     pub rcode: Option<u8>,
     /// The query type, when the packet parsed.
     pub qtype: Option<u16>,
@@ -20,9 +27,11 @@ pub struct Outcome {
 
 /// Writes into `out` the response to `packet`, received over TCP when `tcp` is true, otherwise
 /// over UDP. A UDP response is at most the requester's EDNS size (512 without EDNS) and at most
-/// the zone's [`max_udp_payload`](crate::zone::ZoneConfig::max_udp_payload); a larger one is cut to
-/// header, question and OPT with TC set, so the client retries over TCP, where the whole answer
-/// is sent. `out` is left empty when the packet must be dropped.
+/// the zone's [`max_udp_payload`](crate::zone::ZoneConfig::max_udp_payload), a TCP response at
+/// most 65,535 bytes; a response that does not fit is trimmed to whole records ([`fit`]), with
+/// TC over UDP when answer records were left out, so the client retries over TCP. A query of
+/// an EDNS version other than 0 gets BADVERS (RFC 6891 §6.1.3). `out` is left empty when the
+/// packet must be dropped.
 pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outcome {
     out.clear();
     let query = match parse_query(packet) {
@@ -43,6 +52,27 @@ pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outco
             };
         }
     };
+    let qtype = Some(query.qtype);
+    if query.edns_version > 0 {
+        // Only version 0 exists; the OPT record carries the upper bits of BADVERS and says
+        // which version we speak.
+        push_header(
+            out,
+            query.id,
+            query.recursion_desired,
+            false,
+            false,
+            rcode::BADVERS,
+            [1, 0, 0, 1],
+        );
+        out.extend_from_slice(query.question);
+        push_opt(out, zone.max_udp_payload, rcode::BADVERS, None);
+        return Outcome {
+            rcode: Some(rcode::BADVERS),
+            qtype,
+            truncated: false,
+        };
+    }
     let limit = if tcp {
         usize::from(u16::MAX)
     } else {
@@ -53,59 +83,54 @@ pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outco
                 .min(zone.max_udp_payload),
         )
     };
-    let qtype = Some(query.qtype);
     let (code, set, authority, ede) = classify(zone, &query);
     let empty = RrSet::default();
     let set = set.unwrap_or(&empty);
     let soa: &[u8] = if authority { &zone.soa } else { &[] };
-    let opt = u16::from(query.edns_payload.is_some());
+    let edns = query.edns_payload.is_some();
+    let sections = Sections {
+        answers: &set.answers,
+        answer_count: set.answer_count,
+        authority: soa,
+        additional: &set.additional,
+        additional_count: set.additional_count,
+        opt: edns.then(|| (opt_len(ede), opt_len(None))),
+    };
+    let fit = fit(HEADER + query.question.len(), &sections, limit, tcp);
+    let aa = matches!(code, rcode::NOERROR | rcode::NXDOMAIN);
     let counts = [
         1,
-        set.answer_count,
-        u16::from(authority),
-        set.additional_count + opt,
+        fit.answer_count,
+        u16::from(fit.authority && authority),
+        fit.additional_count + u16::from(edns),
     ];
-    let aa = matches!(code, rcode::NOERROR | rcode::NXDOMAIN);
     push_header(
         out,
         query.id,
         query.recursion_desired,
         aa,
-        false,
+        fit.truncated,
         code,
         counts,
     );
     out.extend_from_slice(query.question);
-    out.extend_from_slice(&set.answers);
-    out.extend_from_slice(soa);
-    out.extend_from_slice(&set.additional);
-    if query.edns_payload.is_some() {
-        push_opt(out, zone.max_udp_payload, ede);
+    out.extend_from_slice(&set.answers[..fit.answer_bytes]);
+    if fit.authority {
+        out.extend_from_slice(soa);
     }
-    let mut truncated = false;
-    if out.len() > limit {
-        // Too big for this transport: header and question only, TC set; the client retries
-        // over TCP and gets everything. This always fits: 12 + at most 259 + 11 < 512.
-        out.clear();
-        push_header(
+    out.extend_from_slice(&set.additional[..fit.additional_bytes]);
+    if edns {
+        push_opt(
             out,
-            query.id,
-            query.recursion_desired,
-            aa,
-            true,
-            code,
-            [1, 0, 0, opt],
+            zone.max_udp_payload,
+            rcode::NOERROR,
+            ede.filter(|_| fit.ede),
         );
-        out.extend_from_slice(query.question);
-        if query.edns_payload.is_some() {
-            push_opt(out, zone.max_udp_payload, None);
-        }
-        truncated = true;
     }
     Outcome {
         rcode: Some(code),
         qtype,
-        truncated,
+        truncated: fit.truncated,
     }
 }
 

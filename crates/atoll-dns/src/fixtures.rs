@@ -29,7 +29,8 @@ pub fn mk_import(
     import
 }
 
-/// An MCS slice: endpoints are (address, hostname, ready).
+/// An MCS slice as Atoll's agent writes it (managed by Atoll): endpoints are (address,
+/// hostname, ready).
 pub fn mk_slice(
     ns: &str,
     svc: &str,
@@ -45,6 +46,10 @@ pub fn mk_slice(
                 [
                     (labels::SERVICE_NAME, svc),
                     (labels::SOURCE_CLUSTER, cluster),
+                    (
+                        labels::ENDPOINTSLICE_MANAGED_BY,
+                        labels::ATOLL_ENDPOINTSLICE_MANAGER,
+                    ),
                 ]
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))

@@ -20,13 +20,14 @@ const TYPES: [(u16, &str); 6] = [
     (rtype::SOA, "SOA"),
     (rtype::NS, "NS"),
 ];
-const RCODES: [(u8, &str); 7] = [
+const RCODES: [(u8, &str); 8] = [
     (rcode::NOERROR, "NOERROR"),
     (rcode::FORMERR, "FORMERR"),
     (rcode::SERVFAIL, "SERVFAIL"),
     (rcode::NXDOMAIN, "NXDOMAIN"),
     (rcode::NOTIMP, "NOTIMP"),
     (rcode::REFUSED, "REFUSED"),
+    (rcode::BADVERS, "BADVERS"),
     (u8::MAX, "dropped"),
 ];
 
@@ -69,6 +70,26 @@ impl TcpClose {
     }
 }
 
+/// Why a TCP connection was reset as soon as it was accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpReject {
+    /// The most connections allowed were open.
+    Limit,
+    /// The most connections allowed from one address were open from its address.
+    PerSource,
+}
+
+impl TcpReject {
+    const ALL: [Self; 2] = [Self::Limit, Self::PerSource];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Limit => "limit",
+            Self::PerSource => "per_source",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CloseLabels {
     reason: &'static str,
@@ -104,13 +125,14 @@ pub struct DnsMetrics {
     pub update_seconds: Histogram,
     /// Services re-encoded by snapshot updates.
     pub updated_services: Counter,
+    /// MCS EndpointSlices ignored because no trusted controller manages them.
+    pub untrusted_slices: Gauge,
     /// UDP packets dropped unanswered for their source address (see
     /// [`crate::server::udp::answerable_source`]).
     pub udp_dropped_sources: Counter,
     /// TCP connections open now.
     pub tcp_connections: Gauge,
-    /// TCP connections closed as soon as accepted because the most allowed were open.
-    pub tcp_rejected: Counter,
+    tcp_rejected: Family<CloseLabels, Counter>,
     tcp_closed: Family<CloseLabels, Counter>,
 }
 
@@ -152,9 +174,18 @@ impl Default for DnsMetrics {
             rebuilds: Counter::default(),
             update_seconds: Histogram::new(exponential_buckets(0.000_01, 2.0, 16)),
             updated_services: Counter::default(),
+            untrusted_slices: Gauge::default(),
             udp_dropped_sources: Counter::default(),
             tcp_connections: Gauge::default(),
-            tcp_rejected: Counter::default(),
+            tcp_rejected: {
+                let family: Family<CloseLabels, Counter> = Family::default();
+                for reason in TcpReject::ALL {
+                    drop(family.get_or_create(&CloseLabels {
+                        reason: reason.label(),
+                    }));
+                }
+                family
+            },
             tcp_closed: {
                 let family: Family<CloseLabels, Counter> = Family::default();
                 // Every reason shows up, at 0, before the first connection ends.
@@ -185,6 +216,15 @@ impl DnsMetrics {
         if outcome.truncated {
             self.truncated.inc();
         }
+    }
+
+    /// The counter of TCP connections reset as soon as accepted for `reason`.
+    pub fn tcp_rejected(&self, reason: TcpReject) -> Counter {
+        self.tcp_rejected
+            .get_or_create(&CloseLabels {
+                reason: reason.label(),
+            })
+            .clone()
     }
 
     /// The counter of TCP connections that ended for `reason`.
@@ -245,6 +285,12 @@ impl DnsMetrics {
             self.updated_services.clone(),
         );
         r.register(
+            "untrusted_slices",
+            "MCS EndpointSlices ignored because their endpointslice.kubernetes.io/managed-by is \
+             not a trusted controller (--trusted-slice-manager)",
+            self.untrusted_slices.clone(),
+        );
+        r.register(
             "udp_dropped_sources",
             "UDP packets dropped unanswered because of their source (port 0, unspecified, \
              broadcast or multicast address)",
@@ -257,7 +303,9 @@ impl DnsMetrics {
         );
         r.register(
             "tcp_rejected_connections",
-            "TCP connections closed at once because --tcp-max-connections were open",
+            "TCP connections reset as soon as accepted, by the limit reached: limit \
+             (--tcp-max-connections open) or per_source (--tcp-max-connections-per-source open \
+             from its address)",
             self.tcp_rejected.clone(),
         );
         r.register(
@@ -278,15 +326,18 @@ mod tests {
         let mut registry = Registry::default();
         metrics.register(&mut registry);
         metrics.udp_dropped_sources.inc();
-        metrics.tcp_rejected.inc();
+        metrics.tcp_rejected(TcpReject::PerSource).inc();
         metrics.tcp_connections.set(3);
+        metrics.untrusted_slices.set(2);
         metrics.tcp_closed(TcpClose::QueryLimit).inc();
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [
             "atoll_dns_udp_dropped_sources_total 1",
-            "atoll_dns_tcp_rejected_connections_total 1",
+            "atoll_dns_tcp_rejected_connections_total{reason=\"per_source\"} 1",
+            "atoll_dns_tcp_rejected_connections_total{reason=\"limit\"} 0",
             "atoll_dns_tcp_connections 3",
+            "atoll_dns_untrusted_slices 2",
             "atoll_dns_tcp_closed_connections_total{reason=\"query_limit\"} 1",
             "atoll_dns_tcp_closed_connections_total{reason=\"idle\"} 0",
         ] {

@@ -1,6 +1,6 @@
 //! Keeps the zone in step with the cluster: watches of ServiceImports and MCS EndpointSlices
-//! feed a [`Feed`], which keeps the compact [`Catalog`](crate::zone::Catalog) and the
-//! services each event changed; after each batch of events the next snapshot re-encodes only
+//! feed a [`Feed`], which keeps the compact [`Catalog`](crate::zone::Catalog) of what trusted
+//! controllers wrote ([`SliceTrust`]) and the services each event changed; after each batch of events the next snapshot re-encodes only
 //! those services ([`Zone::updated`]) and is swapped in. The zone stays SERVFAIL, and the
 //! [`Readiness`] not ready, until both watches have listed once: an empty zone served while the
 //! apiserver cannot be listed would answer NXDOMAIN for services that exist, and resolvers would
@@ -19,7 +19,7 @@ use kube::{Api, Client};
 
 use crate::SharedZone;
 use crate::metrics::DnsMetrics;
-use crate::zone::{Feed, WatchEvent, Zone, ZoneConfig};
+use crate::zone::{Feed, SliceTrust, WatchEvent, Zone, ZoneConfig};
 
 /// The watch of the cluster's ServiceImports.
 pub const SERVICE_IMPORTS: &str = "ServiceImports";
@@ -71,12 +71,14 @@ pub fn readiness() -> Readiness {
     Readiness::waiting_for([SERVICE_IMPORTS, MCS_ENDPOINT_SLICES, FIRST_SNAPSHOT])
 }
 
-/// Watches `client`'s cluster and keeps `zone` current. Marks each watch done in `readiness` as
-/// it first lists, and [`FIRST_SNAPSHOT`] done once the first synced zone is served. Runs until
-/// the process ends; returns only with an error.
+/// Watches `client`'s cluster and keeps `zone` current, from the MCS EndpointSlices `trust`
+/// allows. Marks each watch done in `readiness` as it first lists, and [`FIRST_SNAPSHOT`] done
+/// once the first synced zone is served. Runs until the process ends; returns only with an
+/// error.
 pub async fn run(
     client: Client,
     config: ZoneConfig,
+    trust: SliceTrust,
     zone: SharedZone,
     metrics: DnsMetrics,
     readiness: Readiness,
@@ -94,7 +96,8 @@ pub async fn run(
     )
     .map(Change::Slice);
     let mut events = futures::stream::select(imports, slices);
-    let mut feed = Feed::default();
+    let trusted: Vec<String> = trust.managers().map(str::to_owned).collect();
+    let mut feed = Feed::new(trust);
     let mut current: Option<Arc<Zone>> = None;
     let mut reminder = tokio::time::interval_at(
         tokio::time::Instant::now() + WAITING_LOG_EVERY,
@@ -133,6 +136,7 @@ pub async fn run(
             apply(&mut feed, &change);
             batched += 1;
         }
+        report_untrusted(&mut feed, &metrics, &trusted);
         let (imports_listed, slices_listed) = feed.listed();
         if imports_listed && readiness.waiting().contains(&SERVICE_IMPORTS) {
             tracing::info!(watch = SERVICE_IMPORTS, "first list complete");
@@ -179,6 +183,24 @@ pub async fn run(
         );
         current = Some(next);
     }
+}
+
+/// Logs the untrusted slices not reported yet (once each) and counts those ignored now.
+fn report_untrusted(feed: &mut Feed, metrics: &DnsMetrics, trusted: &[String]) {
+    for (slice, manager) in feed.take_unreported() {
+        tracing::warn!(
+            namespace = %slice.namespace,
+            name = %slice.name,
+            managed_by = manager.as_deref().unwrap_or("(none)"),
+            trusted = ?trusted,
+            "ignoring an MCS EndpointSlice that no trusted controller manages: its endpoints are \
+             not served (if its controller is an MCS implementation of this cluster, add its \
+             managed-by value with --trusted-slice-manager)"
+        );
+    }
+    metrics
+        .untrusted_slices
+        .set(i64::try_from(feed.untrusted()).unwrap_or(i64::MAX));
 }
 
 /// Swaps `next` in and records it in `metrics`.

@@ -24,6 +24,9 @@ pub mod rcode {
     pub const NXDOMAIN: u8 = 3;
     pub const NOTIMP: u8 = 4;
     pub const REFUSED: u8 = 5;
+    /// An extended response code (RFC 6891 §9): its low 4 bits (0) go in the header, the rest
+    /// in the OPT record, which a BADVERS response therefore always carries.
+    pub const BADVERS: u8 = 16;
 }
 
 /// Longest possible wire-format name (RFC 1035 §2.3.4).
@@ -49,6 +52,8 @@ pub struct Query<'a> {
     pub qclass: u16,
     /// The requester's UDP payload size if it sent an OPT record (EDNS0).
     pub edns_payload: Option<u16>,
+    /// The EDNS version of the requester's OPT record (0 without one).
+    pub edns_version: u8,
 }
 
 impl Query<'_> {
@@ -130,12 +135,15 @@ pub fn parse_query(packet: &[u8]) -> Result<Query<'_>, ParseError> {
     let question = &packet[HEADER..at + 4];
     at += 4;
     let mut edns_payload = None;
+    let mut edns_version = 0;
     if ar == 1 {
-        // OPT: root name, type 41, class = payload size, ttl, rdlength, rdata.
+        // OPT: root name, type 41, class = payload size, ttl (extended rcode, version, flags),
+        // rdlength, rdata.
         if packet.get(at) != Some(&0) || u16_at(packet, at + 1) != Some(rtype::OPT) {
             return Err(formerr);
         }
         let payload = u16_at(packet, at + 3).ok_or(formerr)?;
+        edns_version = *packet.get(at + 6).ok_or(formerr)?;
         let rdlen = u16_at(packet, at + 9).ok_or(formerr)? as usize;
         if packet.len() < at + 11 + rdlen {
             return Err(formerr);
@@ -152,6 +160,7 @@ pub fn parse_query(packet: &[u8]) -> Result<Query<'_>, ParseError> {
         qtype,
         qclass,
         edns_payload,
+        edns_version,
     })
 }
 
@@ -188,15 +197,26 @@ pub fn push_rr_tail(out: &mut Vec<u8>, rtype: u16, ttl: u32, rdata: &[u8]) {
     out.extend_from_slice(rdata);
 }
 
-/// Appends an OPT record advertising `payload`, with an Extended DNS Error option when given.
-pub fn push_opt(out: &mut Vec<u8>, payload: u16, ede: Option<(u16, &str)>) {
+/// Longest Extended DNS Error text sent, in bytes.
+const MAX_EDE_TEXT: usize = 200;
+
+/// Bytes [`push_opt`] appends for `ede`.
+pub fn opt_len(ede: Option<(u16, &str)>) -> usize {
+    11 + ede.map_or(0, |(_, text)| 6 + text.len().min(MAX_EDE_TEXT))
+}
+
+/// Appends an OPT record of EDNS version 0 advertising `payload`, carrying `rcode`'s upper 8
+/// bits (0 but for extended codes such as [`rcode::BADVERS`]), with an Extended DNS Error option
+/// when given.
+pub fn push_opt(out: &mut Vec<u8>, payload: u16, rcode: u8, ede: Option<(u16, &str)>) {
     out.push(0);
     out.extend_from_slice(&rtype::OPT.to_be_bytes());
     out.extend_from_slice(&payload.to_be_bytes());
-    out.extend_from_slice(&0u32.to_be_bytes());
+    // TTL: extended rcode, version 0, no flags.
+    out.extend_from_slice(&[rcode >> 4, 0, 0, 0]);
     match ede {
         Some((code, text)) => {
-            let text = &text.as_bytes()[..text.len().min(200)];
+            let text = &text.as_bytes()[..text.len().min(MAX_EDE_TEXT)];
             let option_len = 2 + text.len();
             out.extend_from_slice(&((4 + option_len) as u16).to_be_bytes());
             out.extend_from_slice(&15u16.to_be_bytes());

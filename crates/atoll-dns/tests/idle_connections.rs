@@ -40,10 +40,11 @@ async fn two_thousand_idle_tcp_connections_cost_little_memory_and_leave_udp_fast
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let udp = atoll_dns::server::udp::start(any, 1, shared.clone(), metrics.clone(), stop.clone())
         .unwrap();
-    // The cap is above the test's connections, and the timeouts far beyond its duration, so
-    // all 2,000 stay open and idle.
+    // The caps are above the test's connections (all from one address), and the timeouts far
+    // beyond its duration, so all 2,000 stay open and idle.
     let limits = TcpLimits {
         max_connections: 3000,
+        max_per_source: 3000,
         idle_timeout: Duration::from_secs(300),
         max_lifetime: Duration::from_secs(600),
         ..TcpLimits::default()

@@ -93,3 +93,39 @@ async fn udp_answers_stay_within_the_server_maximum_whatever_edns_claims() {
     assert_eq!(m.answers.len(), 100);
     stop.cancel();
 }
+
+#[tokio::test]
+async fn an_srv_answer_larger_than_a_tcp_message_is_trimmed_not_emptied() {
+    // 1,200 endpoints: 1,200 SRV records (about 75 KB) and their 1,200 addresses in the
+    // additional section: more than the 65,535 bytes a TCP message can carry. Such an answer
+    // used to be an empty TC reply over both transports.
+    let config = ZoneConfig::default();
+    let shared = atoll_dns::initial_zone(&config);
+    shared.store(Arc::new(zone(&config, 1200)));
+    let stop = CancellationToken::new();
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let tcp = atoll_dns::server::tcp::start(
+        any,
+        shared.clone(),
+        DnsMetrics::default(),
+        TcpLimits::default(),
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    let mut srv = hickory_proto::op::Message::query();
+    srv.add_query(hickory_proto::op::Query::query(
+        hickory_proto::rr::Name::from_ascii(WEB).unwrap(),
+        hickory_proto::rr::RecordType::SRV,
+    ));
+    let m = tcp_ask(tcp.address(), &srv.to_vec().unwrap()).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    assert!(!m.metadata.truncation);
+    assert!(
+        m.answers.len() > 900 && m.answers.len() < 1200,
+        "{} SRV records",
+        m.answers.len()
+    );
+    assert!(m.additionals.is_empty(), "the addresses are left out first");
+    stop.cancel();
+}

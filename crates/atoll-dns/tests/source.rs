@@ -15,7 +15,7 @@ use atoll_dns::answer::answer;
 use atoll_dns::metrics::DnsMetrics;
 use atoll_dns::source::{FIRST_SNAPSHOT, MCS_ENDPOINT_SLICES, SERVICE_IMPORTS};
 use atoll_dns::wire::rcode;
-use atoll_dns::zone::ZoneConfig;
+use atoll_dns::zone::{SliceTrust, ZoneConfig};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -28,6 +28,9 @@ struct Apiserver {
     allow: AtomicBool,
     refused_imports: AtomicUsize,
     refused_slices: AtomicUsize,
+    /// Extra ServiceImports and the MCS EndpointSlices the lists return.
+    imports: Vec<serde_json::Value>,
+    slices: Vec<serde_json::Value>,
 }
 
 async fn handle(State(api): State<Arc<Apiserver>>, request: Request) -> Response {
@@ -51,14 +54,16 @@ async fn handle(State(api): State<Arc<Apiserver>>, request: Request) -> Response
         std::future::pending::<()>().await;
     }
     let items = if imports {
-        vec![
+        let mut items = vec![
             json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
             "metadata": {"name": "hello", "namespace": "demo", "resourceVersion": "5"},
             "spec": {"type": "ClusterSetIP", "ips": ["10.96.0.10"],
                 "ports": [{"name": "tcp", "protocol": "TCP", "port": 42}]}}),
-        ]
+        ];
+        items.extend(api.imports.iter().cloned());
+        items
     } else {
-        Vec::new()
+        api.slices.clone()
     };
     let list = json!({"apiVersion": "v1", "kind": "List",
         "metadata": {"resourceVersion": "7"}, "items": items});
@@ -80,21 +85,111 @@ fn rcode_of(zone: &atoll_dns::SharedZone, name: &str) -> u8 {
     out[3] & 0x0f
 }
 
+/// Serves `api` on 127.0.0.1 and returns a client of it.
+async fn client_of(api: Arc<Apiserver>) -> kube::Client {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().fallback(handle).with_state(api);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
+}
+
+/// An MCS EndpointSlice of `demo/web` from cluster `cluster` with one ready `address`, managed
+/// by `manager` (none: no managed-by label).
+fn mcs_slice(name: &str, cluster: &str, address: &str, manager: Option<&str>) -> serde_json::Value {
+    let mut labels = json!({"multicluster.kubernetes.io/service-name": "web",
+        "multicluster.kubernetes.io/source-cluster": cluster});
+    if let Some(manager) = manager {
+        labels["endpointslice.kubernetes.io/managed-by"] = json!(manager);
+    }
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": name, "namespace": "demo", "resourceVersion": "6", "labels": labels},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [address], "conditions": {"ready": true}}],
+        "ports": [{"name": "tcp", "protocol": "TCP", "port": 80}]})
+}
+
+/// The A records `zone` answers for `name`.
+fn addresses_of(zone: &atoll_dns::SharedZone, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    answer(&zone.load(), &query(name), true, &mut out);
+    let mut found: Vec<String> = hickory_proto::op::Message::from_vec(&out)
+        .unwrap()
+        .answers
+        .iter()
+        .map(|r| r.data.to_string())
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn mcs_slices_of_untrusted_controllers_are_not_served_and_are_counted() {
+    let api = Arc::new(Apiserver {
+        allow: AtomicBool::new(true),
+        imports: vec![
+            json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "metadata": {"name": "web", "namespace": "demo", "resourceVersion": "5"},
+            "spec": {"type": "Headless", "ports": [{"name": "tcp", "protocol": "TCP", "port": 80}]}}),
+        ],
+        slices: vec![
+            mcs_slice(
+                "web-c1",
+                "c1",
+                "10.1.0.1",
+                Some("atoll.multicluster.x-k8s.io"),
+            ),
+            // Made by hand with only the two MCS labels, as anyone allowed to create an
+            // EndpointSlice in the namespace could.
+            mcs_slice("forged", "c2", "10.6.6.6", None),
+            mcs_slice(
+                "other-mcs",
+                "c3",
+                "10.3.0.1",
+                Some("mcs-controller.example.dev"),
+            ),
+        ],
+        ..Apiserver::default()
+    });
+    let web = "web.demo.svc.clusterset.local.";
+    for (trust, want, untrusted) in [
+        (SliceTrust::default(), vec!["10.1.0.1"], 2),
+        (
+            SliceTrust::with_managers(["mcs-controller.example.dev".to_owned()]),
+            vec!["10.1.0.1", "10.3.0.1"],
+            1,
+        ),
+    ] {
+        let config = ZoneConfig::default();
+        let zone = atoll_dns::initial_zone(&config);
+        let readiness = atoll_dns::source::readiness();
+        let metrics = DnsMetrics::default();
+        let source = tokio::spawn(atoll_dns::source::run(
+            client_of(api.clone()).await,
+            config,
+            trust,
+            zone.clone(),
+            metrics.clone(),
+            readiness.clone(),
+        ));
+        assert!(eventually(Duration::from_secs(30), || readiness.is_ready()).await);
+        assert_eq!(addresses_of(&zone, web), want);
+        assert_eq!(metrics.untrusted_slices.get(), untrusted);
+        source.abort();
+    }
+}
+
 #[tokio::test]
 async fn the_zone_stays_servfail_and_not_ready_while_lists_are_refused() {
     let api = Arc::new(Apiserver::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = axum::Router::new().fallback(handle).with_state(api.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-
-    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let client = client_of(api.clone()).await;
     let config = ZoneConfig::default();
     let zone = atoll_dns::initial_zone(&config);
     let readiness = atoll_dns::source::readiness();
     let source = tokio::spawn(atoll_dns::source::run(
         client,
         config,
+        SliceTrust::default(),
         zone.clone(),
         DnsMetrics::default(),
         readiness.clone(),

@@ -11,12 +11,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atoll_dns::metrics::{DnsMetrics, TcpClose};
+use atoll_dns::metrics::{DnsMetrics, TcpClose, TcpReject};
 use atoll_dns::server::tcp::{TcpLimits, TcpServer};
 use atoll_dns::zone::ZoneConfig;
 use common::{WEB, closed_by_server, eventually, query, tcp_exchange, zone};
 use hickory_proto::op::ResponseCode;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
@@ -43,6 +43,7 @@ async fn serve(limits: TcpLimits) -> Server {
 async fn connections_over_the_cap_are_closed_at_once_and_counted() {
     let server = serve(TcpLimits {
         max_connections: 100,
+        max_per_source: 1000,
         ..TcpLimits::default()
     })
     .await;
@@ -54,7 +55,7 @@ async fn connections_over_the_cap_are_closed_at_once_and_counted() {
     let gauge = server.metrics.tcp_connections.clone();
     assert!(eventually(Duration::from_secs(5), || gauge.get() == 100).await);
 
-    // Connections 101 to 110 are accepted and closed straight away.
+    // Connections 101 to 110 are accepted and reset straight away.
     for i in 0..10 {
         let mut excess = TcpStream::connect(address).await.unwrap();
         let started = Instant::now();
@@ -65,7 +66,7 @@ async fn connections_over_the_cap_are_closed_at_once_and_counted() {
         );
         assert!(started.elapsed() < Duration::from_millis(500));
     }
-    assert_eq!(server.metrics.tcp_rejected.get(), 10);
+    assert_eq!(server.metrics.tcp_rejected(TcpReject::Limit).get(), 10);
     assert_eq!(gauge.get(), 100);
 
     // The 100 held connections are served...
@@ -77,7 +78,58 @@ async fn connections_over_the_cap_are_closed_at_once_and_counted() {
     let mut newcomer = TcpStream::connect(address).await.unwrap();
     let m = tcp_exchange(&mut newcomer, &query(WEB)).await.unwrap();
     assert_eq!(m.answers.len(), 3);
-    assert_eq!(server.metrics.tcp_rejected.get(), 10);
+    assert_eq!(server.metrics.tcp_rejected(TcpReject::Limit).get(), 10);
+    server.stop.cancel();
+}
+
+/// A connection to `server` from `source` (any address of 127.0.0.0/8 is this host).
+async fn connect_from(source: &str, server: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket.connect(server).await.unwrap()
+}
+
+#[tokio::test]
+async fn connections_over_the_per_source_cap_are_reset_at_once_and_others_are_served() {
+    let server = serve(TcpLimits {
+        max_per_source: 3,
+        ..TcpLimits::default()
+    })
+    .await;
+    let address = server.tcp.address();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(connect_from("127.0.0.2", address).await);
+    }
+    let gauge = server.metrics.tcp_connections.clone();
+    assert!(eventually(Duration::from_secs(5), || gauge.get() == 3).await);
+    // The fourth from the same address is reset straight away (a reset, not a close: the
+    // server keeps no TIME_WAIT state for connections it refuses)...
+    let mut fourth = connect_from("127.0.0.2", address).await;
+    let started = Instant::now();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(2), fourth.read(&mut byte)).await;
+    assert!(
+        matches!(&read, Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(500));
+    let per_source = server.metrics.tcp_rejected(TcpReject::PerSource);
+    assert!(eventually(Duration::from_secs(2), || per_source.get() == 1).await);
+    // ...while another address is served, and so is the first one's.
+    let mut other = connect_from("127.0.0.3", address).await;
+    let m = tcp_exchange(&mut other, &query(WEB)).await.unwrap();
+    assert_eq!(m.answers.len(), 3);
+    let m = tcp_exchange(&mut held[0], &query(WEB)).await.unwrap();
+    assert_eq!(m.answers.len(), 3);
+    // A closed connection gives its address a place again.
+    drop(held.pop());
+    assert!(eventually(Duration::from_secs(5), || gauge.get() == 3).await);
+    let mut again = connect_from("127.0.0.2", address).await;
+    let m = tcp_exchange(&mut again, &query(WEB)).await.unwrap();
+    assert_eq!(m.answers.len(), 3);
+    assert_eq!(per_source.get(), 1);
+    assert_eq!(server.metrics.tcp_rejected(TcpReject::Limit).get(), 0);
     server.stop.cancel();
 }
 

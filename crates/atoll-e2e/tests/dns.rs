@@ -4,15 +4,18 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use atoll_api::labels;
 use atoll_testing::dns::{addresses, ask};
 use atoll_testing::fixtures;
 use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, wait_endpoints_within, wait_import};
-use atoll_testing::{ClusterSet, dns_port, wait_for};
+use atoll_testing::{ClusterSet, dns_admin_port, dns_port, metric, wait_for};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::Api;
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
 
 /// How long the DNS server may take to reflect a change it can see in the API.
 const DNS_LAG: Duration = Duration::from_secs(2);
@@ -133,6 +136,91 @@ async fn headless_answers_follow_endpoint_changes() -> anyhow::Result<()> {
     let reserved = format!("c3.{fqdn}");
     assert_eq!(
         addresses(&ask(dns_port(0)?, &reserved, RecordType::A)?).0,
+        ResponseCode::NXDomain
+    );
+    ns.cleanup().await
+}
+
+/// A client of member `index` acting as `user` in the group `system:masters` (the ClusterSet's
+/// administrator may impersonate anyone).
+async fn impersonating(set: &ClusterSet, index: usize, user: &str) -> anyhow::Result<Client> {
+    let file = Kubeconfig::read_from(&set.kubeconfig)?;
+    let options = KubeConfigOptions {
+        context: Some(set.members[index].context.clone()),
+        ..Default::default()
+    };
+    let mut config = Config::from_custom_kubeconfig(file, &options).await?;
+    config.auth_info.impersonate = Some(user.to_owned());
+    config.auth_info.impersonate_groups = Some(vec!["system:masters".to_owned()]);
+    Ok(Client::try_from(config)?)
+}
+
+#[tokio::test]
+async fn hand_made_mcs_slices_are_refused_and_untrusted_ones_are_never_answered()
+-> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("dnstrust").await?;
+    let fqdn = format!("hello.{}.svc.clusterset.local.", ns.name);
+    deploy_and_export(&set.members[2], &ns.name, HELLO_PORTS, true).await?;
+    let member = &set.members[0];
+    let imported =
+        wait_endpoints_within(member, &ns.name, "hello", 2, Duration::from_secs(30)).await?;
+    let mut ips: Vec<IpAddr> = imported
+        .iter()
+        .flat_map(|s| &s.endpoints)
+        .flat_map(|e| e.addresses.iter().filter_map(|a| a.parse().ok()))
+        .collect();
+    ips.sort();
+    let served = (ResponseCode::NoError, ips);
+    wait_answer(0, &fqdn, &served, DNS_LAG).await?;
+
+    // An MCS slice made by hand, with only the two MCS labels, putting an address of the
+    // user's choice into the answers of the imported headless service.
+    let forged: EndpointSlice = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "hello-forged", "namespace": ns.name, "labels": {
+            labels::SERVICE_NAME: "hello", labels::SOURCE_CLUSTER: "c9"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.66.6.6"], "conditions": {"ready": true}}],
+        "ports": [{"name": "tcp", "protocol": "TCP", "port": 42}]
+    }))?;
+    // The admission policy refuses it to the administrator...
+    let refused = Api::<EndpointSlice>::namespaced(member.client.clone(), &ns.name)
+        .create(&PostParams::default(), &forged)
+        .await;
+    match refused {
+        Err(kube::Error::Api(e)) => anyhow::ensure!(
+            e.code == 403 && e.message.contains(atoll_core::admission::SLICE_MESSAGE),
+            "refused for another reason: {e:?}"
+        ),
+        other => anyhow::bail!("a hand-made MCS slice was not refused: {other:?}"),
+    }
+    // ...and when one gets in anyway (here as one of the cluster's own controllers, which the
+    // policy lets through), DNS does not serve it: no trusted controller manages it.
+    Api::<EndpointSlice>::namespaced(
+        impersonating(&set, 0, "system:serviceaccount:kube-system:e2e-forger").await?,
+        &ns.name,
+    )
+    .create(&PostParams::default(), &forged)
+    .await?;
+    let admin = dns_admin_port(0)?;
+    wait_for(
+        "the forged slice counted as untrusted by c1's DNS",
+        Duration::from_secs(20),
+        || async {
+            let untrusted = metric(admin, "atoll_dns_untrusted_slices").await?;
+            Ok(if untrusted >= 1.0 {
+                Ok(())
+            } else {
+                Err(untrusted)
+            })
+        },
+    )
+    .await?;
+    let got = addresses(&ask(dns_port(0)?, &fqdn, RecordType::A)?);
+    assert_eq!(got, served, "the forged address is not served");
+    let per_endpoint = format!("10-66-6-6.c9.{fqdn}");
+    assert_eq!(
+        addresses(&ask(dns_port(0)?, &per_endpoint, RecordType::A)?).0,
         ResponseCode::NXDomain
     );
     ns.cleanup().await

@@ -358,21 +358,32 @@ fn headless_zone(config: &ZoneConfig, services: &[(&str, usize)]) -> Zone {
 }
 
 #[test]
-fn large_answers_truncate_over_udp_but_not_tcp() {
+fn large_answers_are_trimmed_with_tc_over_udp_and_come_whole_over_tcp() {
     // 100 A records: about 1.7 KB, over 512 and over the default maximum of 1232.
     let z = headless_zone(&ZoneConfig::default(), &[("big", 100)]);
     let name = "big.demo.svc.clusterset.local.";
-    let (udp, raw) = ask_with(&z, name, RecordType::A, None, false);
-    assert!(udp.metadata.truncation && udp.answers.is_empty() && raw.len() <= 512);
-    // A requester claiming 4096 bytes still gets at most the server's 1232: TC, and the OPT
-    // record says 1232.
-    let (capped, raw) = ask_with(&z, name, RecordType::A, Some(4096), false);
-    assert!(capped.metadata.truncation && capped.answers.is_empty());
-    assert!(raw.len() <= 1232, "{} bytes", raw.len());
-    assert_eq!(capped.edns.as_ref().map(Edns::max_payload), Some(1232));
     let (tcp, _) = ask_with(&z, name, RecordType::A, None, true);
     assert_eq!(tcp.answers.len(), 100);
     assert!(!tcp.metadata.truncation);
+    // Over UDP, the first records that fit, and TC.
+    let (udp, raw) = ask_with(&z, name, RecordType::A, None, false);
+    assert!(udp.metadata.truncation && raw.len() <= 512);
+    assert_eq!(
+        udp.answers.len(),
+        (512 - 12 - 35) / 16,
+        "as many A records as fit"
+    );
+    assert_eq!(udp.answers[..], tcp.answers[..udp.answers.len()]);
+    // A requester claiming 4096 bytes still gets at most the server's 1232: TC, and the OPT
+    // record says 1232.
+    let (capped, raw) = ask_with(&z, name, RecordType::A, Some(4096), false);
+    assert!(
+        capped.metadata.truncation && raw.len() <= 1232,
+        "{} bytes",
+        raw.len()
+    );
+    assert_eq!(capped.answers.len(), (1232 - 12 - 35 - 11) / 16);
+    assert_eq!(capped.edns.as_ref().map(Edns::max_payload), Some(1232));
     // A server configured for 4096 answers in full to a requester that accepts it.
     let roomy = ZoneConfig {
         max_udp_payload: 4096,
@@ -387,6 +398,131 @@ fn large_answers_truncate_over_udp_but_not_tcp() {
     // ...but not more than the requester accepts.
     let (small, raw) = ask_with(&z, name, RecordType::A, Some(1400), false);
     assert!(small.metadata.truncation && raw.len() <= 1400);
+}
+
+#[test]
+fn an_srv_answer_loses_its_additional_records_before_any_srv_record_and_without_tc() {
+    // 20 endpoints: 20 SRV records (about 1.2 KB) with 20 addresses in the additional section
+    // (about 1.2 KB more) fit 4096 bytes, and their SRV records alone fit 1400.
+    let roomy = ZoneConfig {
+        max_udp_payload: 4096,
+        ..ZoneConfig::default()
+    };
+    let z = headless_zone(&roomy, &[("mid", 20)]);
+    let name = "mid.demo.svc.clusterset.local.";
+    let (whole, _) = ask_with(&z, name, RecordType::SRV, Some(4096), false);
+    assert_eq!((whole.answers.len(), whole.additionals.len()), (20, 20));
+    let (trimmed, raw) = ask_with(&z, name, RecordType::SRV, Some(1400), false);
+    assert!(raw.len() <= 1400);
+    assert_eq!(trimmed.answers, whole.answers, "every SRV record is kept");
+    assert!(trimmed.additionals.len() < 20);
+    assert_eq!(
+        trimmed.additionals[..],
+        whole.additionals[..trimmed.additionals.len()]
+    );
+    assert!(
+        !trimmed.metadata.truncation,
+        "RFC 2181 §9: left-out additional records need no retry over TCP"
+    );
+}
+
+#[test]
+fn an_srv_answer_over_65535_bytes_is_trimmed_over_tcp_never_emptied() {
+    // 300 endpoints × 4 ports: 1,200 SRV records of about 63 bytes and 300 addresses, about
+    // 93 KB in all, more than a TCP message can carry.
+    let imports = [mk_import(
+        "demo",
+        "wide",
+        ServiceImportType::Headless,
+        &[],
+        &[
+            ("a", "TCP", 1),
+            ("b", "TCP", 2),
+            ("c", "TCP", 3),
+            ("d", "TCP", 4),
+        ],
+    )];
+    let mut slice = {
+        let addresses: Vec<String> = (0..300)
+            .map(|i| format!("10.210.{}.{}", i / 200, i % 200 + 1))
+            .collect();
+        let refs: Vec<(&str, Option<&str>, bool)> =
+            addresses.iter().map(|a| (a.as_str(), None, true)).collect();
+        mk_slice("demo", "wide", "c1", "IPv4", &refs)
+    };
+    slice.ports = Some(
+        (1..=4)
+            .map(|port| k8s_openapi::api::discovery::v1::EndpointPort {
+                name: Some(["a", "b", "c", "d"][port - 1].to_owned()),
+                protocol: Some("TCP".to_owned()),
+                port: Some(port as i32),
+                app_protocol: None,
+            })
+            .collect(),
+    );
+    let z = Zone::build(&ZoneConfig::default(), &[&imports[0]], &[&slice]);
+    let name = "wide.demo.svc.clusterset.local.";
+    let set = z
+        .node(&crate::wire::encode_name(name).unwrap())
+        .and_then(|n| n.sets.iter().find(|(t, _)| *t == crate::wire::rtype::SRV))
+        .map(|(_, set)| set.clone())
+        .unwrap();
+    assert_eq!(set.answer_count, 1200);
+    assert!(set.answers.len() + set.additional.len() > 65535);
+    let (tcp, raw) = ask_with(&z, name, RecordType::SRV, None, true);
+    assert_eq!(tcp.metadata.response_code, ResponseCode::NoError);
+    assert!(raw.len() <= 65535, "{} bytes", raw.len());
+    assert!(
+        tcp.answers.len() > 1000,
+        "as many SRV records as fit: {}",
+        tcp.answers.len()
+    );
+    assert!(tcp.additionals.is_empty(), "addresses go first");
+    assert!(!tcp.metadata.truncation, "TC means nothing over TCP");
+    // Over UDP: the first records that fit, TC set.
+    let (udp, raw) = ask_with(&z, name, RecordType::SRV, None, false);
+    assert!(raw.len() <= 512 && udp.metadata.truncation);
+    assert!(!udp.answers.is_empty());
+    assert_eq!(udp.answers[..], tcp.answers[..udp.answers.len()]);
+}
+
+#[test]
+fn a_query_of_edns_version_1_gets_badvers_with_an_opt_record_of_version_0() {
+    let mut query = Message::query();
+    query.metadata.id = 77;
+    query.add_query(HQuery::query(
+        Name::from_ascii("hello.demo.svc.clusterset.local.").unwrap(),
+        RecordType::A,
+    ));
+    let mut edns = Edns::new();
+    edns.set_max_payload(1232);
+    edns.set_version(1);
+    query.set_edns(edns);
+    let packet = query.to_vec().unwrap();
+    for tcp in [false, true] {
+        let mut out = Vec::new();
+        let outcome = answer(&zone(), &packet, tcp, &mut out);
+        assert_eq!(outcome.rcode, Some(rcode::BADVERS));
+        let m = Message::from_vec(&out).unwrap();
+        assert_eq!(m.metadata.id, 77);
+        // 16 is BADVERS in an OPT-carrying response (hickory names it BADSIG, its TSIG twin).
+        assert_eq!(u16::from(m.metadata.response_code), 16);
+        assert!(m.answers.is_empty());
+        assert_eq!(m.queries.len(), 1, "the question is echoed");
+        let opt = m.edns.as_ref().unwrap();
+        assert_eq!(opt.version(), 0);
+        assert_eq!(opt.rcode_high(), 1);
+    }
+    // Version 0 is answered as usual.
+    let (m, _) = ask_with(
+        &zone(),
+        "hello.demo.svc.clusterset.local.",
+        RecordType::A,
+        Some(1232),
+        false,
+    );
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(m.edns.as_ref().map(Edns::version), Some(0));
 }
 
 #[test]
@@ -517,7 +653,8 @@ proptest! {
             prop_assert_eq!(outcome.rcode, None);
         } else {
             check_reply(&packet, &out)?;
-            prop_assert_eq!(outcome.rcode, Some(out[3] & 0x0f));
+            // The header carries the low 4 bits (BADVERS's upper bits are in the OPT record).
+            prop_assert_eq!(outcome.rcode.map(|code| code & 0x0f), Some(out[3] & 0x0f));
         }
     }
 
@@ -568,13 +705,35 @@ proptest! {
         let m = Message::from_vec(&udp);
         prop_assert!(m.is_ok());
         let m = m.unwrap();
+        let full = Message::from_vec(&tcp);
+        prop_assert!(full.is_ok());
+        let full = full.unwrap();
         if tcp.len() <= limit {
             prop_assert_eq!(&udp, &tcp, "an answer that fits is sent whole");
             prop_assert!(!outcome.truncated && !m.metadata.truncation);
         } else {
-            prop_assert!(outcome.truncated && m.metadata.truncation);
-            prop_assert!(m.answers.is_empty() && m.additionals.is_empty());
+            // Trimmed to the first whole records of each section, question kept.
+            prop_assert_eq!(&m.queries, &full.queries);
+            prop_assert_eq!(&m.answers[..], &full.answers[..m.answers.len()]);
+            prop_assert_eq!(&m.additionals[..], &full.additionals[..m.additionals.len()]);
+            let cut = m.answers.len() < full.answers.len()
+                || m.authorities.len() < full.authorities.len();
+            prop_assert_eq!(outcome.truncated, cut);
+            prop_assert_eq!(m.metadata.truncation, cut, "TC exactly when answers were left out");
+            if cut {
+                prop_assert!(m.additionals.is_empty(), "additional records go first");
+            }
+            if m.answers.len() < full.answers.len() {
+                // As many answer records as fit: the next one of the full answer would not.
+                let mut at = crate::wire::HEADER + parse_query(&packet).map(|q| q.question.len()).unwrap_or(0);
+                for _ in 0..m.answers.len() {
+                    at += super::fit::record_len(&tcp, at).unwrap_or(0);
+                }
+                let next = super::fit::record_len(&tcp, at).unwrap_or(0);
+                prop_assert!(udp.len() + next > limit, "record {} of {} would fit", m.answers.len() + 1, full.answers.len());
+            }
         }
+        prop_assert!(!full.metadata.truncation, "never TC over TCP");
         prop_assert_eq!(m.edns.as_ref().map(Edns::max_payload), claimed.map(|_| server_max));
     }
 }

@@ -1,7 +1,10 @@
-//! The transports: [`udp`] for the hot path, [`tcp`] for answers too large for UDP. Both load
-//! the current [`SharedZone`](crate::SharedZone) snapshot per query and answer with
+//! The transports: [`udp`] for the hot path, [`tcp`] for answers too large for UDP (with its
+//! listening socket in [`listener`] and its per-address cap in `sources`). Both load the
+//! current [`SharedZone`](crate::SharedZone) snapshot per query and answer with
 //! [`crate::answer::answer`].
 
+pub mod listener;
+mod sources;
 pub mod tcp;
 pub mod udp;
 

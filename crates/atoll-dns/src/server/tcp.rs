@@ -3,8 +3,11 @@
 //!
 //! Connections cost the server memory and a task each, and TCP is where a client can hold them
 //! open cheaply, so every resource a connection takes is bounded ([`TcpLimits`]): how many are
-//! open at once, how long one may wait for a query and live in total, and how many queries it
-//! may send. An idle connection holds no message buffer.
+//! open at once, in all and from one address, how long one may wait for a query and live in
+//! total, and how many queries it may send. An idle connection holds no message buffer. A
+//! burst of connections waits in an accept queue as long as the system allows
+//! ([`super::listener`]) and each is then served or, over a limit, reset at once: none is left
+//! where neither side can close it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,15 +21,20 @@ use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 
 use super::Error;
+use super::listener::{self, Backlog};
+use super::sources::SourceSlots;
 use crate::SharedZone;
 use crate::answer::answer;
-use crate::metrics::{DnsMetrics, TcpClose};
+use crate::metrics::{DnsMetrics, TcpClose, TcpReject};
 
 /// Bounds on what TCP clients can make the server hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpLimits {
-    /// Connections served at once; any more are closed as soon as they are accepted.
+    /// Connections served at once; any more are reset as soon as they are accepted.
     pub max_connections: usize,
+    /// Connections served at once from one source address; any more are reset as soon as they
+    /// are accepted, so one client cannot take every slot.
+    pub max_per_source: usize,
     /// How long a connection may wait for its next query, or for the rest of one, or for the
     /// client to take an answer.
     pub idle_timeout: Duration,
@@ -41,6 +49,9 @@ impl Default for TcpLimits {
     fn default() -> Self {
         Self {
             max_connections: 1000,
+            // A client (or the cluster's CoreDNS forwarding to Atoll) needs one connection per
+            // query in flight; 64 is far above what answers of microseconds keep busy.
+            max_per_source: 64,
             idle_timeout: Duration::from_secs(10),
             max_lifetime: Duration::from_secs(60),
             max_queries: 1000,
@@ -52,6 +63,7 @@ impl Default for TcpLimits {
 #[derive(Debug)]
 pub struct TcpServer {
     address: SocketAddr,
+    backlog: Backlog,
     task: JoinHandle<()>,
 }
 
@@ -59,6 +71,11 @@ impl TcpServer {
     /// The address actually bound (port 0 picks a free port).
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// The listener's accept queue.
+    pub fn backlog(&self) -> Backlog {
+        self.backlog
     }
 
     /// Resolves once the listener is closed and every connection has ended, which happens soon
@@ -79,15 +96,26 @@ pub async fn start(
     limits: TcpLimits,
     stop: CancellationToken,
 ) -> Result<TcpServer, Error> {
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|source| Error::Bind { address, source })?;
+    let backlog = Backlog::for_limit(limits.max_connections, listener::somaxconn());
+    let listener =
+        listener::bind(address, backlog).map_err(|source| Error::Bind { address, source })?;
     let bound = listener
         .local_addr()
         .map_err(|source| Error::Bind { address, source })?;
+    if !backlog.holds(limits.max_connections) {
+        tracing::warn!(
+            address = %bound,
+            backlog = backlog.granted,
+            max_connections = limits.max_connections,
+            "the system's accept queue (net.core.somaxconn) is shorter than the connection \
+             limit: a burst of connections can overflow it and leave clients on connections \
+             the server never saw; raise net.core.somaxconn"
+        );
+    }
     let task = tokio::spawn(listen(listener, zone, metrics, limits, stop));
     Ok(TcpServer {
         address: bound,
+        backlog,
         task,
     })
 }
@@ -104,13 +132,14 @@ async fn listen(
     let slots =
         u32::try_from(limits.max_connections.min(Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
     let permits = Arc::new(Semaphore::new(slots as usize));
+    let sources = SourceSlots::new(limits.max_per_source);
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 // Typically out of file descriptors: wait a little rather than spin.
                 tracing::warn!(%error, "tcp accept failed");
@@ -121,9 +150,11 @@ async fn listen(
             }
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            // Over the limit: dropping the stream closes it now; the client may retry later.
-            metrics.tcp_rejected.inc();
-            drop(stream);
+            refuse(stream, &metrics, TcpReject::Limit);
+            continue;
+        };
+        let Some(source) = sources.take(peer.ip()) else {
+            refuse(stream, &metrics, TcpReject::PerSource);
             continue;
         };
         let (zone, metrics, stop) = (zone.clone(), metrics.clone(), stop.clone());
@@ -132,13 +163,24 @@ async fn listen(
             let reason = connection(stream, &zone, &metrics, &limits, &stop).await;
             metrics.tcp_connections.dec();
             metrics.tcp_closed(reason).inc();
-            drop(permit);
+            drop((source, permit));
         });
     }
     drop(listener);
     if permits.acquire_many(slots).await.is_err() {
         tracing::warn!("tcp connection slots closed while stopping");
     }
+}
+
+/// Closes a connection over a limit with a reset: the client learns at once (it may retry
+/// later), and the server keeps no state for it (a normal close would leave it in TIME_WAIT,
+/// which a flood of connections would fill).
+fn refuse(stream: TcpStream, metrics: &DnsMetrics, reason: TcpReject) {
+    metrics.tcp_rejected(reason).inc();
+    if let Err(error) = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO)) {
+        tracing::debug!(%error, "tcp set_linger failed; closing normally");
+    }
+    drop(stream);
 }
 
 /// Serves one connection until a limit, the client or `stop` ends it; says which.

@@ -2,7 +2,9 @@
 //! [`Catalog`] changes and the set of services they changed, for the next
 //! [`Zone::updated`](super::Zone::updated). A relist is collected aside and applied whole once
 //! complete, changing only the services whose records differ, so readers never see a
-//! half-listed state and a relist of an unchanged cluster re-encodes nothing.
+//! half-listed state and a relist of an unchanged cluster re-encodes nothing. Slices no trusted
+//! controller manages ([`SliceTrust`]) count as absent, and are kept aside by name to be
+//! counted and reported once each.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -11,6 +13,7 @@ use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::catalog::{Catalog, ImportRecord, SliceRecord};
+use super::trust::SliceTrust;
 
 /// One event of a watch, as the watch library reports it.
 #[derive(Debug, Clone, Copy)]
@@ -25,15 +28,33 @@ pub enum WatchEvent<'a, K> {
     ListDone,
 }
 
+/// Untrusted MCS EndpointSlices by name, with their `managed-by` value (if any).
+type Untrusted = HashMap<ObjectKey, Option<String>>;
+
 /// Watch events in, catalog and changed services out.
 #[derive(Debug, Default)]
 pub struct Feed {
+    trust: SliceTrust,
     catalog: Catalog,
     listing_imports: Option<HashMap<ServiceKey, ImportRecord>>,
     listing_slices: Option<HashMap<ObjectKey, SliceRecord>>,
     imports_listed: bool,
     slices_listed: bool,
     changed: BTreeSet<ServiceKey>,
+    untrusted: Untrusted,
+    listing_untrusted: Option<Untrusted>,
+    /// Untrusted slices not reported yet (new ones, or with another `managed-by` than before).
+    unreported: Vec<(ObjectKey, Option<String>)>,
+}
+
+/// What a slice event means for the zone.
+enum Slice {
+    /// It belongs to the zone, as this record.
+    Trusted(ObjectKey, SliceRecord),
+    /// It would, but no trusted controller manages it: the `managed-by` value it has.
+    Untrusted(ObjectKey, Option<String>),
+    /// It belongs to no service (no service label, or no name).
+    Neither,
 }
 
 fn import_key(import: &ServiceImport) -> Option<ServiceKey> {
@@ -53,6 +74,14 @@ fn slice_key(slice: &EndpointSlice) -> Option<ObjectKey> {
 }
 
 impl Feed {
+    /// A feed that answers from the slices `trust` allows.
+    pub fn new(trust: SliceTrust) -> Self {
+        Self {
+            trust,
+            ..Self::default()
+        }
+    }
+
     /// An event of the ServiceImport watch.
     pub fn import_event(&mut self, event: WatchEvent<'_, ServiceImport>) {
         match event {
@@ -89,6 +118,24 @@ impl Feed {
         }
     }
 
+    fn classify(&self, slice: &EndpointSlice) -> Slice {
+        let Some((key, record)) = SliceRecord::of(slice) else {
+            return Slice::Neither;
+        };
+        match self.trust.check(slice) {
+            Ok(()) => Slice::Trusted(key, record),
+            Err(manager) => Slice::Untrusted(key, manager),
+        }
+    }
+
+    /// Notes `key` as untrusted, to be reported unless it already was with this `managed-by`.
+    fn distrust(&mut self, key: ObjectKey, manager: Option<String>) {
+        if self.untrusted.get(&key) != Some(&manager) {
+            self.unreported.push((key.clone(), manager.clone()));
+            self.untrusted.insert(key, manager);
+        }
+    }
+
     /// An event of the MCS EndpointSlice watch.
     pub fn slice_event(&mut self, event: WatchEvent<'_, EndpointSlice>) {
         match event {
@@ -96,29 +143,69 @@ impl Feed {
                 let Some(key) = slice_key(slice) else {
                     return;
                 };
-                // Without a service label the slice belongs to no service any more.
-                let record = SliceRecord::of(slice).map(|(_, record)| record);
+                // Without a service label, or untrusted, the slice belongs to no service (any
+                // more).
+                let record = match self.classify(slice) {
+                    Slice::Trusted(_, record) => {
+                        self.untrusted.remove(&key);
+                        Some(record)
+                    }
+                    Slice::Untrusted(_, manager) => {
+                        self.distrust(key.clone(), manager);
+                        None
+                    }
+                    Slice::Neither => {
+                        self.untrusted.remove(&key);
+                        None
+                    }
+                };
                 self.changed.extend(self.catalog.set_slice(key, record));
             }
             WatchEvent::Deleted(slice) => {
                 if let Some(key) = slice_key(slice) {
+                    self.untrusted.remove(&key);
                     self.changed.extend(self.catalog.set_slice(key, None));
                 }
             }
-            WatchEvent::ListStarted => self.listing_slices = Some(HashMap::new()),
-            WatchEvent::Listed(slice) => {
-                if let Some((key, record)) = SliceRecord::of(slice) {
+            WatchEvent::ListStarted => {
+                self.listing_slices = Some(HashMap::new());
+                self.listing_untrusted = Some(HashMap::new());
+            }
+            WatchEvent::Listed(slice) => match self.classify(slice) {
+                Slice::Trusted(key, record) => {
                     self.listing_slices
                         .get_or_insert_default()
                         .insert(key, record);
                 }
-            }
+                Slice::Untrusted(key, manager) => {
+                    self.listing_untrusted
+                        .get_or_insert_default()
+                        .insert(key, manager);
+                }
+                Slice::Neither => {}
+            },
             WatchEvent::ListDone => {
                 let listed = self.listing_slices.take().unwrap_or_default();
                 self.changed.extend(self.catalog.replace_slices(listed));
+                let untrusted = self.listing_untrusted.take().unwrap_or_default();
+                self.untrusted.retain(|key, _| untrusted.contains_key(key));
+                for (key, manager) in untrusted {
+                    self.distrust(key, manager);
+                }
                 self.slices_listed = true;
             }
         }
+    }
+
+    /// MCS EndpointSlices ignored now because no trusted controller manages them.
+    pub fn untrusted(&self) -> usize {
+        self.untrusted.len()
+    }
+
+    /// The untrusted slices not reported yet, each with its `managed-by` value: every slice is
+    /// reported once (again only if its `managed-by` changes).
+    pub fn take_unreported(&mut self) -> Vec<(ObjectKey, Option<String>)> {
+        std::mem::take(&mut self.unreported)
     }
 
     /// Whether the ServiceImport and the EndpointSlice watch have each listed once.
@@ -184,6 +271,65 @@ mod tests {
         feed.slice_event(WatchEvent::ListDone);
         assert_eq!(feed.take_changed(), [ServiceKey::new("demo", "web")].into());
         assert_eq!(feed.catalog().len(), (1, 1));
+    }
+
+    #[test]
+    fn untrusted_slices_count_as_absent_and_are_reported_once() {
+        let web = mk_import("demo", "web", ServiceImportType::Headless, &[], &[]);
+        let atoll = mk_slice("demo", "web", "c1", "IPv4", &[("10.1.0.1", None, true)]);
+        let mut forged = mk_slice("demo", "web", "c2", "IPv4", &[("10.6.6.6", None, true)]);
+        forged.metadata.name = Some("forged".to_owned());
+        if let Some(labels) = forged.metadata.labels.as_mut() {
+            labels.remove(atoll_api::labels::ENDPOINTSLICE_MANAGED_BY);
+        }
+        let forged_key = ObjectKey::new("demo", "forged");
+        let mut feed = Feed::default();
+        feed.import_event(WatchEvent::Applied(&web));
+        feed.slice_event(WatchEvent::Applied(&atoll));
+        feed.slice_event(WatchEvent::Applied(&forged));
+        assert_eq!(
+            feed.catalog().len(),
+            (1, 1),
+            "the forged slice is not in the catalog"
+        );
+        assert_eq!(feed.untrusted(), 1);
+        assert_eq!(feed.take_unreported(), [(forged_key.clone(), None)]);
+        // Seen again (a status write, a relist): counted, not reported again.
+        feed.slice_event(WatchEvent::Applied(&forged));
+        for event in [
+            WatchEvent::ListStarted,
+            WatchEvent::Listed(&atoll),
+            WatchEvent::Listed(&forged),
+            WatchEvent::ListDone,
+        ] {
+            feed.slice_event(event);
+        }
+        assert_eq!(feed.untrusted(), 1);
+        assert!(feed.take_unreported().is_empty());
+        // A trusted slice that loses its managed-by leaves its service.
+        feed.take_changed();
+        let mut relabelled = atoll.clone();
+        if let Some(labels) = relabelled.metadata.labels.as_mut() {
+            labels.insert(
+                atoll_api::labels::ENDPOINTSLICE_MANAGED_BY.to_owned(),
+                "someone".to_owned(),
+            );
+        }
+        feed.slice_event(WatchEvent::Applied(&relabelled));
+        assert_eq!(feed.take_changed(), [ServiceKey::new("demo", "web")].into());
+        assert_eq!(feed.catalog().len(), (1, 0));
+        assert_eq!(feed.untrusted(), 2);
+        assert_eq!(feed.take_unreported().len(), 1);
+        // Deleted, or gone from a relist: no longer counted.
+        feed.slice_event(WatchEvent::Deleted(&forged));
+        assert_eq!(feed.untrusted(), 1);
+        feed.slice_event(WatchEvent::ListStarted);
+        feed.slice_event(WatchEvent::ListDone);
+        assert_eq!(feed.untrusted(), 0);
+        // A feed told to trust the other controller serves its slices.
+        let mut wider = Feed::new(SliceTrust::with_managers(["someone".to_owned()]));
+        wider.slice_event(WatchEvent::Applied(&relabelled));
+        assert_eq!((wider.catalog().len(), wider.untrusted()), ((0, 1), 0));
     }
 
     #[test]

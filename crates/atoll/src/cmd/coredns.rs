@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use atoll_core::corefile::{self, Edit, Wiring};
+use atoll_core::corefile_input;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::Api;
 use kube::api::PostParams;
@@ -65,21 +66,24 @@ pub struct Where {
     pub dry_run: bool,
 }
 
-/// What the block forwards to.
+/// What the block forwards to. Every value is checked as it is parsed
+/// (`atoll_core::corefile_input`), so a value that could break the Corefile stops the command
+/// before it reads or writes anything.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BlockArgs {
-    /// Where `atoll dns` answers, host:port (repeat for several; default: the cluster IP of
-    /// the Service atoll-system/atoll-dns, port 53).
-    #[arg(long = "target")]
+    /// Where `atoll dns` answers, host:port: an IPv4 address, an IPv6 address in brackets or a
+    /// DNS name, and a port from 1 to 65535 (repeat for several; default: the cluster IP of the
+    /// Service atoll-system/atoll-dns, port 53).
+    #[arg(long = "target", value_parser = corefile_input::target)]
     pub targets: Vec<String>,
-    /// The zone.
-    #[arg(long, default_value = "clusterset.local")]
+    /// The zone: a DNS name, not the root.
+    #[arg(long, default_value = "clusterset.local", value_parser = corefile_input::zone)]
     pub zone: String,
     /// Seconds CoreDNS caches answers (0: no cache; Atoll's TTL is 5 s).
     #[arg(long, default_value_t = 5)]
     pub cache_seconds: u32,
-    /// Addresses the block binds to (default: CoreDNS's, every address).
-    #[arg(long)]
+    /// IP addresses the block binds to (default: CoreDNS's, every address).
+    #[arg(long, value_parser = corefile_input::bind)]
     pub bind: Vec<String>,
 }
 
@@ -153,9 +157,10 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
     }
 }
 
+/// The block's settings; the zone, targets and bind addresses were checked when parsed.
 fn wiring(block: &BlockArgs, targets: Vec<String>) -> Wiring {
     Wiring {
-        zone: block.zone.trim_end_matches('.').to_ascii_lowercase(),
+        zone: block.zone.clone(),
         targets,
         cache_seconds: block.cache_seconds,
         bind: block.bind.clone(),
@@ -315,4 +320,75 @@ async fn dns_service_target(source: &Source) -> anyhow::Result<String> {
     } else {
         format!("{ip}:53")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        action: Action,
+    }
+
+    fn parse(args: &[&str]) -> Result<Action, String> {
+        Cli::try_parse_from(["coredns"].iter().chain(args))
+            .map(|cli| cli.action)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn values_that_could_break_the_corefile_stop_the_command_before_it_starts() {
+        for (args, says) in [
+            (&["print", "--zone", "."][..], "root"),
+            (
+                &["wire", "--file", "/nonexistent", "--zone", "."][..],
+                "root",
+            ),
+            (&["print", "--zone", "a b"][..], "--zone"),
+            (&["print", "--target", "10.0.0.1:53 }"][..], "--target"),
+            (&["print", "--target", "10.0.0.1"][..], "port"),
+            (&["print", "--target", "10.0.0.1:0"][..], "1 and 65535"),
+            (&["print", "--target", "{10.0.0.1:53"][..], "--target"),
+            (
+                &["wire", "--file", "/nonexistent", "--target", "a\nb:53"][..],
+                "--target",
+            ),
+            (&["print", "--bind", "eth0"][..], "not an IP address"),
+            (
+                &["print", "--bind", "127.0.0.1\"}"][..],
+                "not an IP address",
+            ),
+        ] {
+            let error = parse(args).expect_err(&format!("{args:?} accepted"));
+            assert!(error.contains(says), "{args:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn checked_values_reach_the_block_in_canonical_form() {
+        let Ok(Action::Print(block)) = parse(&[
+            "print",
+            "--zone",
+            "ClusterSet.Local.",
+            "--target",
+            "[FD00::53]:53",
+            "--target",
+            "Atoll-DNS.atoll-system.svc:5353",
+            "--bind",
+            "127.0.0.1",
+        ]) else {
+            panic!("valid arguments refused");
+        };
+        let text = wiring(&block, block.targets.clone()).block();
+        assert!(text.contains("\nclusterset.local {\n"), "{text}");
+        assert!(
+            text.contains("forward . [fd00::53]:53 atoll-dns.atoll-system.svc:5353\n"),
+            "{text}"
+        );
+        assert!(text.contains("bind 127.0.0.1\n"), "{text}");
+    }
 }

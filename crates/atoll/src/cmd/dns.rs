@@ -7,7 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 use atoll_dns::metrics::DnsMetrics;
 use atoll_dns::server::tcp::TcpLimits;
-use atoll_dns::zone::{DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, ZoneConfig};
+use atoll_dns::zone::{
+    DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, SliceTrust, ZoneConfig, zone_name,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::kubeconfig::{Cluster, ClusterHelp};
@@ -31,9 +33,14 @@ pub struct Args {
     /// Address to serve DNS on, UDP and TCP (repeat for several).
     #[arg(long = "listen", default_value = "127.0.0.1:5353")]
     pub listen: Vec<SocketAddr>,
-    /// The zone to serve.
-    #[arg(long, default_value = "clusterset.local")]
+    /// The zone to serve: a DNS name under which nothing else is served (not the root).
+    #[arg(long, default_value = "clusterset.local", value_parser = zone_name)]
     pub zone: String,
+    /// The `endpointslice.kubernetes.io/managed-by` value of another MCS implementation whose
+    /// MCS EndpointSlices are served (repeat for several). Atoll's own are always served;
+    /// slices of any other controller are ignored and counted in atoll_dns_untrusted_slices.
+    #[arg(long = "trusted-slice-manager", value_name = "MANAGED_BY")]
+    pub trusted_slice_managers: Vec<String>,
     /// TTL of service records, in seconds.
     #[arg(long, default_value_t = 5)]
     pub ttl: u32,
@@ -48,9 +55,13 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_MAX_UDP_PAYLOAD,
           value_parser = clap::value_parser!(u16).range(i64::from(MIN_UDP_PAYLOAD)..))]
     pub max_udp_payload: u16,
-    /// TCP connections served at once (per listen address); more are closed at once.
+    /// TCP connections served at once (per listen address); more are reset at once.
     #[arg(long, default_value_t = TcpLimits::default().max_connections)]
     pub tcp_max_connections: usize,
+    /// TCP connections served at once from one client address (per listen address); more are
+    /// reset at once.
+    #[arg(long, default_value_t = TcpLimits::default().max_per_source)]
+    pub tcp_max_connections_per_source: usize,
     /// Seconds a TCP connection may wait for its next query before it is closed.
     #[arg(long, default_value_t = TcpLimits::default().idle_timeout.as_secs())]
     pub tcp_idle_timeout: u64,
@@ -69,23 +80,21 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// fails (then returns the error, so the process exits non-zero and is restarted rather than
 /// serving a zone that no longer follows the cluster).
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    // The zone was checked (and lowercased) when the arguments were parsed.
     let zone_config = ZoneConfig {
-        zone: args.zone.trim_end_matches('.').to_ascii_lowercase(),
+        zone: args.zone.clone(),
         ttl: args.ttl,
         max_udp_payload: args.max_udp_payload,
         ..ZoneConfig::default()
     };
     let tcp_limits = TcpLimits {
         max_connections: args.tcp_max_connections,
+        max_per_source: args.tcp_max_connections_per_source,
         idle_timeout: Duration::from_secs(args.tcp_idle_timeout),
         max_lifetime: Duration::from_secs(args.tcp_max_lifetime),
         max_queries: args.tcp_max_queries,
     };
-    anyhow::ensure!(
-        atoll_dns::wire::encode_name(&zone_config.zone).is_some(),
-        "--zone {} is not a valid DNS name",
-        args.zone
-    );
+    let trust = SliceTrust::with_managers(args.trusted_slice_managers.iter().cloned());
     let kube = args.cluster.client("cluster").await?;
     let metrics = DnsMetrics::default();
     // Registered before /readyz is served, so it never reports ready before the first sync.
@@ -120,12 +129,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         )
         .await
         .with_context(|| format!("starting TCP on {address}"))?;
-        tracing::info!(%udp, tcp = %tcp.address(), workers, zone = %zone_config.zone, "serving DNS");
+        tracing::info!(
+            %udp,
+            tcp = %tcp.address(),
+            tcp_backlog = tcp.backlog().granted,
+            workers,
+            zone = %zone_config.zone,
+            "serving DNS"
+        );
         tcp_servers.push(tcp);
     }
     tracing::info!(address = %admin, "admin server listening");
+    tracing::info!(
+        trusted = ?trust.managers().collect::<Vec<_>>(),
+        "serving the MCS EndpointSlices of these managed-by values only"
+    );
     let result = tokio::select! {
-        result = atoll_dns::source::run(kube, zone_config, zone, metrics, readiness) => {
+        result = atoll_dns::source::run(kube, zone_config, trust, zone, metrics, readiness) => {
             match result {
                 Ok(()) => Err(anyhow::anyhow!("the zone source stopped")),
                 Err(error) => Err(error).context("watching the cluster for the zone"),
@@ -148,5 +168,54 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 async fn all_stopped(servers: Vec<atoll_dns::server::tcp::TcpServer>) {
     for server in servers {
         server.stopped().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        Cli::try_parse_from(["dns"].iter().chain(args))
+            .map(|cli| cli.args)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_root_and_invalid_zones_are_refused_before_starting() {
+        for zone in [".", "", "a..b", "clusterset.local }", "clusterset local"] {
+            let error = parse(&["--zone", zone]).expect_err(&format!("{zone:?} accepted"));
+            assert!(error.contains("--zone"), "{error}");
+        }
+        assert!(parse(&["--zone", "."]).unwrap_err().contains("root"));
+        assert_eq!(
+            parse(&["--zone", "Example.ORG."]).map(|a| a.zone),
+            Ok("example.org".to_owned())
+        );
+    }
+
+    #[test]
+    fn trusted_slice_managers_repeat_and_the_per_source_cap_has_a_default() {
+        let args = parse(&[
+            "--trusted-slice-manager",
+            "one.example.dev",
+            "--trusted-slice-manager",
+            "two.example.dev",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.trusted_slice_managers,
+            ["one.example.dev", "two.example.dev"]
+        );
+        assert_eq!(args.tcp_max_connections_per_source, 64);
+        assert!(parse(&[]).unwrap().trusted_slice_managers.is_empty());
     }
 }

@@ -364,11 +364,12 @@ pub async fn explain_service(args: ExplainArgs) -> anyhow::Result<bool> {
         Vec::new()
     };
     let dns = import.as_ref().and_then(|i| {
-        let zone = atoll_dns::zone::Zone::build(
-            &atoll_dns::zone::ZoneConfig::default(),
-            &[i],
-            &slices.iter().collect::<Vec<_>>(),
-        );
+        // As `atoll dns` with its default trust answers: from Atoll's MCS slices only.
+        let trust = atoll_dns::zone::SliceTrust::default();
+        let trusted: Vec<&EndpointSlice> =
+            slices.iter().filter(|s| trust.check(s).is_ok()).collect();
+        let zone =
+            atoll_dns::zone::Zone::build(&atoll_dns::zone::ZoneConfig::default(), &[i], &trusted);
         let v6_only = i.spec.as_ref().is_some_and(|s| s.ip_families == ["IPv6"]);
         atoll_dns::resolve::resolve(
             &zone,

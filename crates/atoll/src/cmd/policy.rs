@@ -14,6 +14,11 @@ pub struct Args {
     /// `atoll join` creates).
     #[arg(long)]
     pub agent_username: Option<String>,
+    /// The username of another MCS controller allowed to create, change and delete MCS
+    /// EndpointSlices (those labelled multicluster.kubernetes.io/service-name) in this member
+    /// (repeat for several); by default only the agent and the cluster's own controllers may.
+    #[arg(long = "trusted-slice-writer", value_name = "USERNAME")]
+    pub trusted_slice_writers: Vec<String>,
 }
 
 /// Writes both policies and their bindings to `out`.
@@ -25,7 +30,14 @@ pub fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     write_documents(
         out,
         &[
-            to_yaml(&admission::policy(&agent))?,
+            to_yaml(&admission::policy(
+                &agent,
+                &args
+                    .trusted_slice_writers
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            ))?,
             to_yaml(&admission::binding())?,
             to_yaml(&admission::agent_policy(&agent))?,
             to_yaml(&admission::agent_binding())?,
@@ -43,6 +55,7 @@ mod tests {
         run(
             &Args {
                 agent_username: Some("someone".into()),
+                trusted_slice_writers: vec!["other-mcs".into()],
             },
             &mut out,
         )
@@ -63,6 +76,10 @@ mod tests {
                 .as_str()
                 .unwrap()
                 .contains("'someone'")
+        );
+        assert_eq!(
+            docs[0]["spec"]["variables"][3]["expression"],
+            "request.userInfo.username in ['other-mcs']"
         );
     }
 }

@@ -10,6 +10,14 @@
 //! * `update N NAME=PORT...`: changes the ClusterSetIP of `svc-0` N times, one change at a time,
 //!   and reports per server how long after each write it answered with the new address
 //!   (p50/p99/max): the cost of one change at the zone's size.
+//! * `burst N WAIT NAME=PORT:PID...`: N TCP connections at once to each server in turn (see
+//!   [`burst`]): connections still open WAIT seconds later, UDP latency during the burst, RSS.
+//!
+//! `populate` writes the MCS EndpointSlices as Atoll's agent does, with its credentials and
+//! its managed-by label: the admission policy keeps everyone else from writing MCS slices, and
+//! `atoll dns` serves only those of trusted controllers.
+
+mod burst;
 
 use std::collections::BTreeSet;
 use std::net::UdpSocket;
@@ -70,7 +78,7 @@ fn bench_objects(
     let slice = serde_json::from_value(json!({
         "metadata": {"name": format!("{name}-c2"), "namespace": NS, "labels": {
             labels::SERVICE_NAME: name, labels::SOURCE_CLUSTER: "c2",
-            labels::ENDPOINTSLICE_MANAGED_BY: "bench.atoll.dev"}},
+            labels::ENDPOINTSLICE_MANAGED_BY: labels::ATOLL_ENDPOINTSLICE_MANAGER}},
         "addressType": "IPv4", "endpoints": endpoints,
         "ports": [{"name": "http", "protocol": "TCP", "port": 8080}]
     }))?;
@@ -142,12 +150,28 @@ fn footprint(n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A client of the first cluster with the credentials its agent runs with
+/// (`agent-<cluster>.kubeconfig` beside the ClusterSet's kubeconfig, written by env-up).
+async fn agent_client(set: &ClusterSet) -> anyhow::Result<Client> {
+    let cluster = set.members[0]
+        .context
+        .strip_prefix("kwok-")
+        .unwrap_or(&set.members[0].context);
+    let path = set
+        .kubeconfig
+        .with_file_name(format!("agent-{cluster}.kubeconfig"));
+    let file = kube::config::Kubeconfig::read_from(&path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
 async fn populate(n: usize, file: &str) -> anyhow::Result<()> {
     let set = ClusterSet::from_env().await?;
     let client = set.members[0].client.clone();
     recreate_namespace(&client).await?;
     let imports: Api<atoll_api::v1beta1::ServiceImport> = Api::namespaced(client.clone(), NS);
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let slices: Api<EndpointSlice> = Api::namespaced(agent_client(&set).await?, NS);
     let params = PatchParams::apply("atoll-bench-dns");
     let writes = futures::stream::iter(0..n).map(|i| {
         let (imports, slices, params) = (imports.clone(), slices.clone(), params.clone());
@@ -200,8 +224,9 @@ fn ask(port: u16, name: &str, rtype: RecordType) -> anyhow::Result<(String, BTre
     let mut query = Message::query();
     query.metadata.id = 1;
     query.add_query(Query::query(Name::from_ascii(name)?, rtype));
-    // A large EDNS buffer: both servers then send whole answers, so truncation strategies (CoreDNS
-    // trims records and sets TC, Atoll sends TC with no records) do not count as differences.
+    // A large EDNS buffer: both servers then send whole answers, so truncation strategies (both
+    // trim whole records; CoreDNS sets TC for any left out, Atoll only when answer records are)
+    // do not count as differences.
     let mut edns = hickory_proto::op::Edns::new();
     edns.set_max_payload(4096);
     query.set_edns(edns);
@@ -334,8 +359,17 @@ async fn main() -> anyhow::Result<()> {
                 .collect::<anyhow::Result<Vec<(String, u16)>>>()?;
             update(changes, &servers).await
         }
+        Some("burst") => {
+            let connections = args.get(2).context("N")?.parse()?;
+            let wait = args.get(3).context("WAIT")?.parse()?;
+            let targets = args[4..]
+                .iter()
+                .map(|a| a.parse())
+                .collect::<anyhow::Result<Vec<burst::Target>>>()?;
+            burst::run(connections, wait, &targets)
+        }
         _ => bail!(
-            "usage: atoll-bench-dns populate N FILE | footprint N | diff PORT_A PORT_B FILE | update N NAME=PORT..."
+            "usage: atoll-bench-dns populate N FILE | footprint N | diff PORT_A PORT_B FILE | update N NAME=PORT... | burst N WAIT NAME=PORT:PID..."
         ),
     }
 }
