@@ -412,6 +412,8 @@ pub fn member_objects(id: &ClusterId, clusterset: &str, kubeconfig: &str) -> Mem
                 rule(&["discovery.k8s.io"], &["endpointslices"], WRITE),
                 rule(&[""], &["namespaces"], READ),
                 rule(&[atoll_api::about::GROUP], &["clusterproperties"], READ),
+                // Its Service CIDRs: other members' endpoints there are refused.
+                rule(&["networking.k8s.io"], &["servicecidrs"], READ),
                 rule(
                     &["", "events.k8s.io"],
                     &["events"],
