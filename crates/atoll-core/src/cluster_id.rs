@@ -51,7 +51,7 @@ pub struct ClusterId(String);
 impl ClusterId {
     /// Longest allowed id: the hub namespace `atoll-<id>` is a DNS label (at most 63), and so
     /// are the id's other uses (a label value, a DNS label of `clusterset.local` names).
-    pub const MAX_LEN: usize = 63 - atoll_api::hub::NAMESPACE_PREFIX.len();
+    pub const MAX_LEN: usize = atoll_api::hub_bounds::MAX_CLUSTER_ID;
 
     /// Validates `id`.
     pub fn new(id: &str) -> Result<Self, ClusterIdError> {

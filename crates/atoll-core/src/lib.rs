@@ -7,7 +7,8 @@
 //! * [`derived`]: names of the derived Services that carry a ClusterSetIP import's VIP.
 //! * [`trust`], [`validate`]: which hub objects may be used (hub records are untrusted input:
 //!   every field is checked as the apiserver checks what an importer writes from it).
-//! * [`caps`]: how much an importer takes from each member.
+//! * [`caps`]: how much an importer takes from each member; [`audit`]: what of each member's
+//!   publication an importer leaves out, for `atoll status`.
 //! * [`precedence`]: when an export counts from (a member cannot backdate its own).
 //! * [`mcs_names`]: names of the MCS EndpointSlices.
 //! * [`text`]: member-written text made safe to print.
@@ -21,6 +22,7 @@
 
 pub mod admission;
 pub mod announce;
+pub mod audit;
 pub mod caps;
 pub mod cluster_id;
 pub mod conditions;

@@ -12,9 +12,9 @@ use super::problem::{Problem, Reason, ensure};
 use super::record::owner;
 
 /// Most endpoints one EndpointSlice may hold (the apiserver's `maxEndpoints`).
-pub const MAX_ENDPOINTS_PER_COPY: usize = 1000;
+pub const MAX_ENDPOINTS_PER_COPY: usize = atoll_api::hub_bounds::MAX_COPY_ENDPOINTS;
 /// Most addresses one endpoint may have (the apiserver's `maxAddresses`).
-pub const MAX_ADDRESSES: usize = 100;
+pub const MAX_ADDRESSES: usize = atoll_api::hub_bounds::MAX_ADDRESSES;
 
 /// The copy's own fields; `Ok` with its family when they are fine.
 pub fn copy(copy: &ExportedEndpointSlice) -> Result<Family, Problem> {
@@ -72,22 +72,9 @@ pub fn endpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::discovery::v1::EndpointSlice;
 
     fn copy_of(address_type: &str, addresses: &[&str]) -> ExportedEndpointSlice {
-        let slice = EndpointSlice {
-            address_type: address_type.into(),
-            endpoints: addresses
-                .iter()
-                .map(|a| Endpoint {
-                    addresses: vec![(*a).into()],
-                    ..Default::default()
-                })
-                .collect(),
-            metadata: Default::default(),
-            ports: None,
-        };
-        crate::export::hub_slice("east", "demo", "web", &slice)
+        crate::test_support::copy_of("east", address_type, addresses)
     }
 
     #[test]

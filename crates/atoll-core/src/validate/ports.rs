@@ -12,10 +12,10 @@ use super::names::{is_dns_label, is_qualified_name};
 use super::problem::{Problem, Reason, ensure};
 
 /// Most ports one record may list. The apiserver sets no number for Services; this bound
-/// keeps a derived Service (and the CRD's `maxItems`) well inside an object's size limit.
-pub const MAX_SERVICE_PORTS: usize = 1000;
+/// (the hub CRD's `maxItems`) keeps a derived Service well inside an object's size limit.
+pub const MAX_SERVICE_PORTS: usize = atoll_api::hub_bounds::MAX_RECORD_PORTS;
 /// Most ports one EndpointSlice may list (the apiserver's `maxPorts`).
-pub const MAX_SLICE_PORTS: usize = 100;
+pub const MAX_SLICE_PORTS: usize = atoll_api::hub_bounds::MAX_COPY_PORTS;
 /// The protocols a Service or EndpointSlice port may have.
 pub const PROTOCOLS: [&str; 3] = ["TCP", "UDP", "SCTP"];
 
