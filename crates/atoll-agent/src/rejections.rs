@@ -33,25 +33,40 @@ fn labels(cluster: &str, kind: &str, reason: &str) -> RejectedLabels {
     }
 }
 
-/// The Event announcing `r`.
-fn announcement(r: &Rejected) -> Announcement {
+/// The Event announcing what of one hub object (`parts`, one per reason) is left out.
+fn announcement(parts: &[Rejected]) -> Announcement {
+    let Some(r) = parts.first() else {
+        return Announcement {
+            warning: true,
+            reason: "HubEndpointsRejected".to_owned(),
+            note: String::new(),
+            action: "Import",
+        };
+    };
     let member = printable(&r.cluster);
     let object = printable(&r.record.to_string());
-    let problem = printable(&r.problem);
+    let problems = parts
+        .iter()
+        .map(|p| match p.kind {
+            HubKind::Endpoint => format!("{} for {}", p.count, printable(&p.problem)),
+            _ => printable(&p.problem),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
     let (reason, note) = match r.kind {
         HubKind::Record => (
             "HubRecordRejected",
-            format!("ignoring member {member}'s record {object}: {problem}"),
+            format!("ignoring member {member}'s record {object}: {problems}"),
         ),
         HubKind::Copy => (
             "HubEndpointsRejected",
-            format!("ignoring member {member}'s endpoint copy {object}: {problem}"),
+            format!("ignoring member {member}'s endpoint copy {object}: {problems}"),
         ),
         HubKind::Endpoint => (
             "HubEndpointsRejected",
             format!(
-                "ignoring {} endpoint(s) of member {member}'s copy {object}: {problem}",
-                r.count
+                "ignoring {} endpoint(s) of member {member}'s copy {object}: {problems}",
+                parts.iter().map(|p| p.count).sum::<usize>()
             ),
         ),
     };
@@ -70,28 +85,54 @@ struct Notice {
     announcement: Announcement,
     /// The import it concerns here, where its Event goes; else the member's ClusterProperty.
     import: Option<ObjectKey>,
+    /// The hub object it is about: `(kind, key)`.
+    object: Option<(&'static str, ObjectKey)>,
     /// Whether to log it here (whole records are logged by the reconcile loop).
     log: bool,
 }
 
-/// Every problem of the last pass worth an Event.
+/// Every problem of the last pass worth an Event. The endpoints of one copy left out for
+/// several reasons make one notice: Events are aggregated by their object, reason and related
+/// object, not their note, so a second one would only count as a repeat of the first.
 fn notices(report: &Report, over: &[OverLimit]) -> Vec<Notice> {
-    let mut now = Vec::new();
-    for r in report.rejected.iter().chain(&report.dropped) {
-        let import = report
+    let imported = |r: &Rejected| {
+        report
             .imported
             .contains(&r.service)
-            .then(|| ObjectKey::new(&r.service.namespace, &r.service.name));
+            .then(|| ObjectKey::new(&r.service.namespace, &r.service.name))
+    };
+    let mut now = Vec::new();
+    for r in &report.rejected {
         // A whole record for a service not imported here is announced on the member by the
         // reconcile loop already.
-        if r.kind == HubKind::Record && import.is_none() {
-            continue;
+        if let Some(import) = imported(r) {
+            now.push(Notice {
+                version: r.version.clone(),
+                announcement: announcement(std::slice::from_ref(r)),
+                import: Some(import),
+                object: Some(("ExportedService", r.record.clone())),
+                log: false,
+            });
         }
+    }
+    let mut by_copy: BTreeMap<(&ObjectKey, HubKind), Vec<&Rejected>> = BTreeMap::new();
+    for r in &report.dropped {
+        by_copy.entry((&r.record, r.kind)).or_default().push(r);
+    }
+    for parts in by_copy.into_values() {
+        let parts: Vec<Rejected> = parts.into_iter().cloned().collect();
         now.push(Notice {
-            version: r.version.clone(),
-            announcement: announcement(r),
-            import,
-            log: r.kind != HubKind::Record,
+            version: parts
+                .iter()
+                .map(|r| r.version.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            announcement: announcement(&parts),
+            import: parts.first().and_then(imported),
+            object: parts
+                .first()
+                .map(|r| ("ExportedEndpointSlice", r.record.clone())),
+            log: true,
         });
     }
     for o in over {
@@ -104,6 +145,7 @@ fn notices(report: &Report, over: &[OverLimit]) -> Vec<Notice> {
                 action: "Import",
             },
             import: None,
+            object: None,
             log: true,
         });
     }
@@ -158,14 +200,107 @@ impl Rejections {
             return;
         }
         for n in now.iter().filter(|n| !self.announced.contains(&n.version)) {
+            let related = n
+                .object
+                .as_ref()
+                .map(|(kind, key)| events::hub_object(kind, key));
             match &n.import {
                 Some(key) => {
-                    events::announce_on(&context.recorder, "ServiceImport", key, &n.announcement)
-                        .await
+                    events::announce_about(
+                        &context.recorder,
+                        "ServiceImport",
+                        key,
+                        &n.announcement,
+                        related,
+                    )
+                    .await
                 }
-                None => events::announce_on_member(&context.recorder, &n.announcement, None).await,
+                None => {
+                    events::announce_on_member(&context.recorder, &n.announcement, related).await
+                }
             }
         }
         self.announced = self.logged.clone();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atoll_api::keys::ServiceKey;
+    use atoll_core::validate::Reason;
+
+    fn rejected(kind: HubKind, service: &str) -> Rejected {
+        Rejected {
+            record: ObjectKey::new("atoll-x-c3", &format!("demo.{service}")),
+            service: ServiceKey::new("demo", service),
+            version: format!("{service}@1/{}", kind.as_str()),
+            problem: "port 70000 is out of range (1-65535)\u{1b}[2J".to_owned(),
+            kind,
+            cluster: "x-c3".to_owned(),
+            reason: Reason::Port,
+            count: 3,
+        }
+    }
+
+    #[test]
+    fn problems_go_to_the_import_they_concern_or_to_the_member() {
+        let report = Report {
+            rejected: vec![
+                rejected(HubKind::Record, "web"),
+                rejected(HubKind::Record, "lonely"),
+            ],
+            dropped: vec![rejected(HubKind::Endpoint, "web"), {
+                let mut cidr = rejected(HubKind::Endpoint, "web");
+                cidr.reason = Reason::ServiceCidr;
+                cidr.count = 1;
+                cidr.problem = "address 10.101.0.1 is inside this cluster's Service CIDR".into();
+                cidr
+            }],
+            imported: [ServiceKey::new("demo", "web")].into(),
+            ..Default::default()
+        };
+        let over = OverLimit {
+            cluster: "x-c3".to_owned(),
+            reason: Reason::TooManyRecords,
+            published: 2001,
+            limit: 2000,
+            ignored: 1,
+            services: Default::default(),
+        };
+        let n = notices(&report, std::slice::from_ref(&over));
+        let summary: Vec<(&str, Option<String>, bool)> = n
+            .iter()
+            .map(|n| {
+                (
+                    n.announcement.reason.as_str(),
+                    n.import.as_ref().map(ToString::to_string),
+                    n.log,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("HubRecordRejected", Some("demo/web".to_owned()), false),
+                ("HubEndpointsRejected", Some("demo/web".to_owned()), true),
+                ("MemberOverLimit", None, true),
+            ],
+            "a record of a service not imported here is announced by the loop, on the member"
+        );
+        let note = &n[1].announcement.note;
+        assert!(
+            note.starts_with("ignoring 4 endpoint(s) of member x-c3's copy"),
+            "{note}"
+        );
+        assert!(
+            note.contains("1 for address 10.101.0.1"),
+            "one Event per copy: {note}"
+        );
+        assert!(
+            !n[0].announcement.note.contains('\u{1b}'),
+            "member-written text is escaped"
+        );
+        assert!(n[2].announcement.note.contains("publishes 2001 records"));
     }
 }

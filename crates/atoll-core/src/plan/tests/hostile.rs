@@ -323,3 +323,53 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_record_over_the_cap_comes_in_once_an_older_one_makes_room() {
+    use crate::caps::{Caps, Limits};
+    let mut world = World::new("c1");
+    let mut caps = Caps::new(Limits {
+        records: 2,
+        endpoints: 100,
+    });
+    for (i, name) in ["a", "b", "capped"].iter().enumerate() {
+        publish(&mut world, published("x-c3", name, TCP42, i as i64));
+    }
+    // A pass as the agent makes one: the caps on the whole view, then the services some event
+    // marked, plus those whose admission changed.
+    let pass = |world: &mut World, caps: &mut Caps, marked: &[&str]| {
+        let capped = caps.admit(&world.observed.records, &world.observed.hub_slices);
+        world.observed.sources = Some(Sources {
+            records: capped.records,
+            copies: capped.copies,
+        });
+        let mut keys: std::collections::BTreeSet<ServiceKey> =
+            marked.iter().map(|n| ServiceKey::new(NS, n)).collect();
+        keys.extend(capped.touched);
+        let plan = plan(
+            &world.member,
+            &world.observed.restrict(&keys),
+            &world.feedback,
+            &at(world.clock),
+        );
+        world.apply(&plan);
+        plan
+    };
+    for _ in 0..4 {
+        pass(&mut world, &mut caps, &["a", "b", "capped"]);
+    }
+    assert!(world.import("capped").is_none());
+    assert!(world.import("a").is_some() && world.import("b").is_some());
+    // `a` goes: the watch marks `a` only.
+    let key = ObjectKey::new("atoll-x-c3", &hub::record_name(NS, "a"));
+    remove(&mut world.observed.records, &key, |r| &r.metadata);
+    pass(&mut world, &mut caps, &["a"]);
+    for _ in 0..3 {
+        // Then the watches mark what the writes touched.
+        pass(&mut world, &mut caps, &["capped"]);
+    }
+    assert!(
+        world.import("capped").is_some(),
+        "the newest record came in"
+    );
+}
