@@ -100,7 +100,7 @@ fn age_order(meta: &ObjectMeta) -> (Option<k8s_openapi::jiff::Timestamp>, Option
     )
 }
 
-/// Objects of each member, in the order they count against its limit.
+/// Objects of each member (in the view's order).
 fn by_member<T>(
     objects: &[Arc<T>],
     meta: impl Fn(&T) -> &ObjectMeta,
@@ -111,10 +111,13 @@ fn by_member<T>(
             members.entry(m).or_default().push(object);
         }
     }
-    for list in members.values_mut() {
-        list.sort_by(|a, b| age_order(meta(a)).cmp(&age_order(meta(b))));
-    }
     members
+}
+
+/// Puts a member's objects in the order they count against its limit (only a member over a
+/// limit needs it: every pass runs the caps over the whole view).
+fn oldest_first<T>(list: &mut [&Arc<T>], meta: impl Fn(&T) -> &ObjectMeta) {
+    list.sort_by(|a, b| age_order(meta(a)).cmp(&age_order(meta(b))));
 }
 
 /// The objects the limits left out, by kind (a record and a copy may share a name), with
@@ -133,10 +136,11 @@ pub fn admit(
 ) -> (Admitted, Ignored) {
     let mut ignored = Ignored::default();
     let mut over = Vec::new();
-    for (cluster, list) in by_member(records, |r| &r.metadata) {
+    for (cluster, mut list) in by_member(records, |r| &r.metadata) {
         if list.len() <= limits.records {
             continue;
         }
+        oldest_first(&mut list, |r| &r.metadata);
         let left_out = &list[limits.records..];
         ignored.records.extend(
             left_out
@@ -152,11 +156,12 @@ pub fn admit(
             services: left_out.iter().map(|r| of_record(r)).collect(),
         });
     }
-    for (cluster, list) in by_member(copies, |c| &c.metadata) {
+    for (cluster, mut list) in by_member(copies, |c| &c.metadata) {
         let published: usize = list.iter().map(|c| c.spec.endpoints.len()).sum();
         if published <= limits.endpoints {
             continue;
         }
+        oldest_first(&mut list, |c| &c.metadata);
         // The oldest copies up to the limit; from the first that does not fit, none.
         let mut taken = 0usize;
         let fits = list
