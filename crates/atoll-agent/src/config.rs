@@ -27,6 +27,10 @@ pub struct AgentConfig {
     pub member_grace: Duration,
     /// Leader election among this member's agent replicas; `None`: this process always leads.
     pub leader: Option<crate::leader::Settings>,
+    /// How much this importer takes from each member.
+    pub limits: atoll_core::caps::Limits,
+    /// Ranges refused for other members' endpoints besides this cluster's Service CIDRs.
+    pub denied_cidrs: Vec<atoll_core::validate::Cidr>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -34,6 +38,8 @@ impl std::fmt::Debug for AgentConfig {
         f.debug_struct("AgentConfig")
             .field("cluster_id", &self.cluster_id)
             .field("debounce", &self.debounce)
+            .field("limits", &self.limits)
+            .field("denied_cidrs", &self.denied_cidrs)
             .finish_non_exhaustive()
     }
 }

@@ -55,6 +55,18 @@ pub async fn announce_on(
     key: &ObjectKey,
     announcement: &Announcement,
 ) {
+    announce_about(recorder, kind, key, announcement, None).await;
+}
+
+/// [`announce_on`], about `related` (a hub object): Events on one object with one reason are
+/// one series unless their related objects differ.
+pub async fn announce_about(
+    recorder: &Recorder,
+    kind: &str,
+    key: &ObjectKey,
+    announcement: &Announcement,
+    related: Option<ObjectReference>,
+) {
     let reference = ObjectReference {
         api_version: Some("multicluster.x-k8s.io/v1beta1".to_owned()),
         kind: Some(kind.to_owned()),
@@ -62,15 +74,33 @@ pub async fn announce_on(
         name: Some(key.name.clone()),
         ..Default::default()
     };
-    if let Err(error) = recorder.publish(&event(announcement), &reference).await {
+    let event = Event {
+        secondary: related,
+        ..event(announcement)
+    };
+    if let Err(error) = recorder.publish(&event, &reference).await {
         tracing::warn!(%error, object = %key, reason = %announcement.reason, "publishing an Event failed");
     }
 }
 
-/// A Warning Event about a hub record this member will not use, on the member's own id
-/// ClusterProperty (so `kubectl describe clusterproperty cluster.clusterset.k8s.io` and
-/// `kubectl get events -n default` show it): members cannot write Events on the hub.
-pub async fn announce_rejected(recorder: &Recorder, rejected: &Rejected) {
+/// A reference to the hub object `key` of `kind` (`ExportedService`, `ExportedEndpointSlice`).
+pub fn hub_object(kind: &str, key: &ObjectKey) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(format!("{}/v1alpha1", atoll_api::hub::GROUP)),
+        kind: Some(kind.to_owned()),
+        namespace: Some(key.namespace.clone()),
+        name: Some(key.name.clone()),
+        ..Default::default()
+    }
+}
+
+/// A Warning Event on this member's own id ClusterProperty (members cannot write Events on
+/// the hub), about `related` (a hub object) when there is one.
+pub async fn announce_on_member(
+    recorder: &Recorder,
+    announcement: &Announcement,
+    related: Option<ObjectReference>,
+) {
     let reference = ObjectReference {
         api_version: Some("about.k8s.io/v1beta1".to_owned()),
         kind: Some("ClusterProperty".to_owned()),
@@ -78,26 +108,31 @@ pub async fn announce_rejected(recorder: &Recorder, rejected: &Rejected) {
         ..Default::default()
     };
     let event = Event {
-        type_: EventType::Warning,
-        reason: "HubRecordRejected".to_owned(),
-        note: Some(format!(
-            "ignoring hub record {}: {}",
-            rejected.record, rejected.problem
-        )),
-        action: "Import".to_owned(),
-        // The record itself as the related object: one Event per record, not one series for
-        // every rejected record.
-        secondary: Some(ObjectReference {
-            api_version: Some(format!("{}/v1alpha1", atoll_api::hub::GROUP)),
-            kind: Some("ExportedService".to_owned()),
-            namespace: Some(rejected.record.namespace.clone()),
-            name: Some(rejected.record.name.clone()),
-            ..Default::default()
-        }),
+        secondary: related,
+        ..event(announcement)
     };
     if let Err(error) = recorder.publish(&event, &reference).await {
-        tracing::warn!(%error, record = %rejected.record, "publishing an Event failed");
+        tracing::warn!(%error, reason = %announcement.reason, "publishing an Event failed");
     }
+}
+
+/// A Warning Event about a hub record this member will not use, on the member's own id
+/// ClusterProperty (so `kubectl describe clusterproperty cluster.clusterset.k8s.io` and
+/// `kubectl get events -n default` show it): members cannot write Events on the hub.
+pub async fn announce_rejected(recorder: &Recorder, rejected: &Rejected) {
+    let announcement = Announcement {
+        warning: true,
+        reason: "HubRecordRejected".to_owned(),
+        note: format!(
+            "ignoring hub record {}: {}",
+            rejected.record, rejected.problem
+        ),
+        action: "Import",
+    };
+    // The record itself as the related object: one Event per record, not one series for
+    // every rejected record.
+    let record = hub_object("ExportedService", &rejected.record);
+    announce_on_member(recorder, &announcement, Some(record)).await;
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod identity;
 pub mod leader;
 pub mod metrics;
 pub mod reconcile;
+pub mod rejections;
 pub mod stores;
 pub mod writer;
 
@@ -31,8 +32,22 @@ pub async fn run(
 ) -> Result<(), Error> {
     let trigger = Arc::new(Notify::new());
     let dirty = Arc::new(dirty::Dirty::new(trigger.clone()));
-    let stores =
-        stores::Stores::start(&config.member, &config.hub, config.profile.as_ref(), &dirty);
+    let ranges = stores::Ranges {
+        service_cidrs: stores::serves_service_cidrs(&config.member).await,
+        denied: config.denied_cidrs.clone(),
+    };
+    if !ranges.service_cidrs {
+        tracing::warn!(
+            "this cluster serves no ServiceCIDRs (Kubernetes before 1.33): other members' endpoints inside its Service CIDR are not refused unless --deny-endpoint-cidrs lists it"
+        );
+    }
+    let stores = stores::Stores::start(
+        &config.member,
+        &config.hub,
+        config.profile.as_ref(),
+        ranges,
+        &dirty,
+    );
     let (digests, receiver) = tokio::sync::watch::channel(None);
     // Without an election this process leads from the start.
     let (leading_tx, leading) = tokio::sync::watch::channel(config.leader.is_none());

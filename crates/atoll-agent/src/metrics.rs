@@ -20,6 +20,17 @@ pub struct ClusterLabels {
     pub cluster: String,
 }
 
+/// Labels of what a member published that this importer leaves out.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct RejectedLabels {
+    /// The member whose hub namespace holds it.
+    pub cluster: String,
+    /// `record`, `copy` or `endpoint`.
+    pub kind: String,
+    /// Why (`atoll_core::validate::Reason`).
+    pub reason: String,
+}
+
 /// Labels of a failed API write.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
@@ -33,6 +44,8 @@ pub struct Metrics {
     pub records: Gauge,
     /// Hub records ignored as malformed in the last pass.
     pub records_rejected: Gauge,
+    /// Records, copies and endpoints left out now, by member, kind and reason.
+    pub hub_rejected: Family<RejectedLabels, Gauge>,
     /// ServiceImports this member should hold.
     pub imports: Gauge,
     /// Imported services whose exports conflict.
@@ -81,6 +94,7 @@ impl Default for Metrics {
         Self {
             records: Gauge::default(),
             records_rejected: Gauge::default(),
+            hub_rejected: Family::default(),
             imports: Gauge::default(),
             conflicts: Gauge::default(),
             imports_skipped: Gauge::default(),
@@ -119,6 +133,11 @@ impl Metrics {
             "hub_records_rejected",
             "Malformed hub records ignored",
             self.records_rejected.clone(),
+        );
+        r.register(
+            "hub_rejected",
+            "Records, endpoint copies and endpoints members published that this importer leaves out, by member, kind and reason",
+            self.hub_rejected.clone(),
         );
         r.register(
             "imports",

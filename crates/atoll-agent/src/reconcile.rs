@@ -169,6 +169,8 @@ pub async fn run_loop(
         liveness::Settings::new(config.heartbeat, config.member_grace),
     );
     let mut last_liveness = LastLiveness::default();
+    let mut caps = atoll_core::caps::Caps::new(config.limits);
+    let mut rejections = crate::rejections::Rejections::default();
     // When a grace or staleness runs out even if no watch event comes.
     let mut next_check: Option<Duration> = None;
     let mut last_full = Instant::now();
@@ -226,9 +228,11 @@ pub async fn run_loop(
             &observed.hub_slices,
         );
         next_check = view.next_check;
+        // Per-member caps, on the whole view before it is restricted to some services.
+        let capped = caps.admit(&view.records, &view.copies);
         observed.sources = Some(atoll_core::plan::Sources {
-            records: view.records,
-            copies: view.copies,
+            records: capped.records,
+            copies: capped.copies,
         });
         observed.liveness = view.liveness;
         report_liveness(&context, &observed.liveness, &mut last_liveness);
@@ -256,6 +260,7 @@ pub async fn run_loop(
             Some(_) if view.touched_everything => None,
             Some(mut keys) => {
                 keys.extend(view.touched);
+                keys.extend(capped.touched);
                 Some(keys)
             }
             None => None,
@@ -283,6 +288,9 @@ pub async fn run_loop(
             }
             announced = report.rejected.iter().map(|r| r.version.clone()).collect();
         }
+        rejections
+            .publish(&context, report, &capped.over, leads)
+            .await;
         m.records.set(gauge(report.trusted_records()));
         m.records_rejected.set(gauge(report.rejected.len()));
         m.conflicts.set(gauge(report.conflicting.len()));
@@ -353,6 +361,10 @@ mod tests {
             service: ServiceKey::new("demo", "hello"),
             version: version.to_owned(),
             problem: "bad".to_owned(),
+            kind: Default::default(),
+            cluster: "c1".to_owned(),
+            reason: Default::default(),
+            count: 1,
         }
     }
 

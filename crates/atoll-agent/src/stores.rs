@@ -18,6 +18,7 @@ use futures::FutureExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
@@ -52,6 +53,11 @@ pub struct Stores {
     pub properties: Store<ClusterProperty>,
     /// Hub: this member's ClusterProfile, once joined.
     pub profile: Option<Store<ClusterProfile>>,
+    /// Member: its ServiceCIDRs, where the API serves them (networking.k8s.io/v1, Kubernetes
+    /// 1.33 on): other members' endpoints there are refused.
+    pub service_cidrs: Option<Store<ServiceCIDR>>,
+    /// Ranges the operator denies for other members' endpoints.
+    pub denied_cidrs: Vec<atoll_core::validate::Cidr>,
 }
 
 impl Debug for Stores {
@@ -62,12 +68,13 @@ impl Debug for Stores {
 
 impl Stores {
     /// Starts every watch on the `member` cluster and the `hub` (including this member's
-    /// ClusterProfile `profile`, when it has one); each event marks in `dirty` the services it
-    /// concerns.
+    /// ClusterProfile `profile`, when it has one, and its ServiceCIDRs when `ranges` says the
+    /// member serves them); each event marks in `dirty` the services it concerns.
     pub fn start(
         member: &Client,
         hub: &Client,
         profile: Option<&ObjectKey>,
+        ranges: Ranges,
         dirty: &Arc<Dirty>,
     ) -> Self {
         // MCS slices we wrote.
@@ -145,6 +152,11 @@ impl Stores {
             ),
             policies: watch(h, WATCH_POLICIES, all(), dirty::everything(d())),
             properties: watch(m, WATCH_PROPERTIES, all(), dirty::wake_only(d())),
+            // A new range changes which endpoints every import may hold.
+            service_cidrs: ranges
+                .service_cidrs
+                .then(|| watch(m, WATCH_SERVICE_CIDRS, all(), dirty::everything(d()))),
+            denied_cidrs: ranges.denied,
             profile: profile.map(|key| {
                 atoll_watch::reflect_with(
                     Api::namespaced(h.clone(), &key.namespace),
@@ -173,6 +185,12 @@ impl Stores {
             sources: None,
             properties: self.properties.state(),
             profiles: self.profile.as_ref().map(Store::state).unwrap_or_default(),
+            service_cidrs: self
+                .service_cidrs
+                .as_ref()
+                .map(Store::state)
+                .unwrap_or_default(),
+            denied_cidrs: self.denied_cidrs.clone(),
         }
     }
 
@@ -200,6 +218,10 @@ impl Stores {
         if let Some(profile) = &self.profile {
             readiness.wait_for(WATCH_PROFILE);
             waits.push((WATCH_PROFILE, profile.wait_until_ready().boxed()));
+        }
+        if let Some(cidrs) = &self.service_cidrs {
+            readiness.wait_for(WATCH_SERVICE_CIDRS);
+            waits.push((WATCH_SERVICE_CIDRS, cidrs.wait_until_ready().boxed()));
         }
         let all = futures::future::try_join_all(waits.into_iter().map(|(name, wait)| async move {
             wait.await.map_err(|_| WatchEnded { watch: name })?;
@@ -256,6 +278,31 @@ const WATCH_POLICIES: &str = "hub NamespacePolicies";
 const WATCH_LEASES: &str = "hub heartbeat Leases";
 const WATCH_PROPERTIES: &str = "member ClusterProperties";
 const WATCH_PROFILE: &str = "hub ClusterProfile";
+const WATCH_SERVICE_CIDRS: &str = "member ServiceCIDRs";
+
+/// The member's own address ranges an importer refuses for other members' endpoints.
+#[derive(Clone, Debug, Default)]
+pub struct Ranges {
+    /// Whether the member serves ServiceCIDRs (networking.k8s.io/v1), to watch them.
+    pub service_cidrs: bool,
+    /// Ranges the operator denies besides (`--deny-endpoint-cidrs`).
+    pub denied: Vec<atoll_core::validate::Cidr>,
+}
+
+/// Whether `member` serves ServiceCIDRs (networking.k8s.io/v1): GA in Kubernetes 1.33; on an
+/// older cluster the watch would never list and the agent would never start.
+pub async fn serves_service_cidrs(member: &Client) -> bool {
+    match member
+        .list_api_group_resources("networking.k8s.io/v1")
+        .await
+    {
+        Ok(list) => list.resources.iter().any(|r| r.name == "servicecidrs"),
+        Err(error) => {
+            tracing::warn!(%error, "cannot tell whether this cluster serves ServiceCIDRs; not refusing endpoints in its Service CIDRs (list them with --deny-endpoint-cidrs)");
+            false
+        }
+    }
+}
 /// A store of `K` in all namespaces of `client`'s cluster; every event goes to `on_event`.
 fn watch<K>(
     client: &Client,

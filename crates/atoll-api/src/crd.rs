@@ -53,8 +53,8 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         service_import()?,
         cluster_property()?,
         cluster_profile()?,
-        exported_service(),
-        exported_endpoint_slice(),
+        exported_service()?,
+        exported_endpoint_slice()?,
         namespace_policy(),
     ])
 }
@@ -65,16 +65,39 @@ pub fn namespace_policy() -> CustomResourceDefinition {
     crate::hub::NamespacePolicy::crd()
 }
 
-/// `exportedendpointslices.hub.atoll.dev`: the hub's copy of one member's EndpointSlice.
-pub fn exported_endpoint_slice() -> CustomResourceDefinition {
+/// `exportedendpointslices.hub.atoll.dev`: the hub's copy of one member's EndpointSlice, with
+/// the bounds of [`crate::hub_bounds`].
+pub fn exported_endpoint_slice() -> Result<CustomResourceDefinition, CrdError> {
     use kube::CustomResourceExt;
-    crate::hub::ExportedEndpointSlice::crd()
+    bounded(
+        crate::hub::ExportedEndpointSlice::crd(),
+        &crate::hub_bounds::copy_bounds(),
+    )
 }
 
-/// `exportedservices.hub.atoll.dev`: the hub's record of one member's export.
-pub fn exported_service() -> CustomResourceDefinition {
+/// `exportedservices.hub.atoll.dev`: the hub's record of one member's export, with the bounds
+/// of [`crate::hub_bounds`].
+pub fn exported_service() -> Result<CustomResourceDefinition, CrdError> {
     use kube::CustomResourceExt;
-    crate::hub::ExportedService::crd()
+    bounded(
+        crate::hub::ExportedService::crd(),
+        &crate::hub_bounds::record_bounds(),
+    )
+}
+
+/// `crd` with `bounds` on its spec schema.
+fn bounded(
+    crd: CustomResourceDefinition,
+    bounds: &[(Vec<&'static str>, Value)],
+) -> Result<CustomResourceDefinition, CrdError> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    let error = |source| CrdError {
+        crd: name.clone(),
+        source,
+    };
+    let mut value = serde_json::to_value(&crd).map_err(error)?;
+    crate::hub_bounds::apply(&mut value, bounds);
+    serde_json::from_value(value).map_err(error)
 }
 
 /// `serviceexports.multicluster.x-k8s.io`, v1alpha1 and v1beta1 (storage).

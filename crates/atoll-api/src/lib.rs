@@ -11,7 +11,8 @@
 //! * [`keys`]: namespace and name of a service ([`keys::ServiceKey`]) or of one object
 //!   ([`keys::ObjectKey`]), shared by the agent's plan and the DNS zone.
 //! * [`labels`]: well-known labels and annotations.
-//! * [`crd`]: the CustomResourceDefinitions `atoll crds` prints, schema-compatible with upstream.
+//! * [`crd`]: the CustomResourceDefinitions `atoll crds` prints, schema-compatible with upstream;
+//!   [`hub_bounds`]: the bounds of the hub CRDs' schemas.
 //!
 //! This crate has no Kubernetes client and no async runtime: it is data only.
 
@@ -20,6 +21,7 @@ pub mod condition;
 pub mod crd;
 pub mod dns_name;
 pub mod hub;
+pub mod hub_bounds;
 pub mod inventory;
 pub mod keys;
 pub mod labels;

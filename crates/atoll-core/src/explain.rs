@@ -14,7 +14,7 @@ use atoll_api::{Condition, ConditionStatus};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::merge::merge;
+use crate::merge::merge_records;
 use crate::namespaces::excluded;
 use crate::trust::record_problem;
 
@@ -246,7 +246,14 @@ impl<'f> Trace<'f> {
 
     /// 5. Merge.
     fn merge(&mut self, trusted: &[&ExportedServiceSpec]) {
-        let Some(m) = merge(trusted) else {
+        // As the importers merge: precedence needs each record's hub creation time.
+        let records: Vec<&atoll_api::hub::ExportedService> = self
+            .facts
+            .records
+            .iter()
+            .filter(|r| trusted.iter().any(|t| std::ptr::eq(*t, &r.spec)))
+            .collect();
+        let Some(m) = merge_records(&records) else {
             return;
         };
         self.hops.push(if m.conflicts.any() {

@@ -37,7 +37,7 @@ fn import(ready: bool) -> ServiceImport {
 
 fn slice() -> EndpointSlice {
     serde_json::from_value(json!({
-        "metadata": { "name": "web-c2-ipv4-0", "namespace": "shop" },
+        "metadata": { "name": "web.c2.ipv4.0", "namespace": "shop" },
         "addressType": "IPv4",
         "endpoints": [{ "addresses": ["10.202.0.5"], "conditions": { "ready": true } }]
     }))

@@ -3,7 +3,6 @@
 //! one set of MCS EndpointSlices per source cluster and address family.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
 use atoll_api::hub::ExportedEndpointSlice;
 use atoll_api::labels;
@@ -17,7 +16,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::derived::derived_service_name;
+use crate::mcs_names::slice_name;
 use crate::merge::MergedService;
+use crate::validate::{AddressPolicy, Family, Problem};
 
 /// Label Atoll puts on the ServiceImports and derived Services it owns in a member.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -28,19 +29,31 @@ pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
 /// The name a derived Service port gets: the import port's own name, or, when the import has
 /// several ports and this one is unnamed, a generated one (the apiserver rejects a multi-port
-/// Service with an unnamed port).
-pub fn derived_port_name(port: &ServicePort, port_count: usize) -> Option<String> {
+/// Service with an unnamed port). The generated name is never one of `ports`' own names: a
+/// member could name a port `port-53-udp` and make the derived Service, and with it the whole
+/// import, invalid.
+pub fn derived_port_name(port: &ServicePort, ports: &[ServicePort]) -> Option<String> {
     match &port.name {
         Some(name) => Some(name.clone()),
-        None if port_count <= 1 => None,
-        None => Some(format!(
-            "port-{}-{}",
-            port.port,
-            port.protocol
-                .as_deref()
-                .unwrap_or("TCP")
-                .to_ascii_lowercase()
-        )),
+        None if ports.len() <= 1 => None,
+        None => {
+            let base = format!(
+                "port-{}-{}",
+                port.port,
+                port.protocol
+                    .as_deref()
+                    .unwrap_or("TCP")
+                    .to_ascii_lowercase()
+            );
+            let taken = |name: &str| ports.iter().any(|p| p.name.as_deref() == Some(name));
+            let mut name = base.clone();
+            let mut n = 0usize;
+            while taken(&name) {
+                n += 1;
+                name = format!("{base}-{n}");
+            }
+            Some(name)
+        }
     }
 }
 
@@ -49,13 +62,11 @@ pub fn derived_service(merged: &MergedService) -> Option<Service> {
     if merged.spec.type_ != ServiceImportType::ClusterSetIP {
         return None;
     }
-    let count = merged.spec.ports.len();
-    let ports = merged
-        .spec
-        .ports
+    let all = &merged.spec.ports;
+    let ports = all
         .iter()
         .map(|p| CorePort {
-            name: derived_port_name(p, count),
+            name: derived_port_name(p, all),
             protocol: p.protocol.clone(),
             app_protocol: p.app_protocol.clone(),
             port: p.port,
@@ -144,48 +155,88 @@ pub fn service_import(
     object
 }
 
-/// Whether an address from the hub may become an endpoint: it must parse, and must not be
-/// loopback, link-local, multicast or unspecified (hub records are untrusted input).
+/// Whether an address from the hub may become an endpoint of an IPv4 or IPv6 slice: it must
+/// be an IP in canonical form, and not loopback, link-local, multicast or unspecified (hub
+/// records are untrusted input; [`crate::validate::addresses`] has every rule).
 pub fn plausible_address(address: &str) -> bool {
-    match address.parse::<IpAddr>() {
-        Ok(IpAddr::V4(a)) => {
-            !(a.is_loopback()
-                || a.is_link_local()
-                || a.is_multicast()
-                || a.is_unspecified()
-                || a.is_broadcast())
+    [Family::V4, Family::V6]
+        .into_iter()
+        .any(|family| crate::validate::addresses::address(address, family).is_ok())
+}
+
+/// How an importer judges the endpoints of one source cluster's copies.
+#[derive(Clone, Copy, Debug)]
+pub struct EndpointCheck<'a> {
+    /// The importer's own ranges, refused for other members' endpoints.
+    pub policy: &'a AddressPolicy,
+    /// Whether the source cluster is another member than the importer.
+    pub remote: bool,
+}
+
+/// Endpoints of one hub copy that were left out for one reason.
+#[derive(Clone, Debug)]
+pub struct Dropped<'a> {
+    pub copy: &'a ExportedEndpointSlice,
+    /// The first of them, as an example.
+    pub problem: Problem,
+    pub count: usize,
+}
+
+/// The endpoints of `copy` that pass `check`, with the problems of those that do not (one
+/// entry per reason). An endpoint is dropped whole when any of its addresses is bad.
+fn usable_endpoints<'a>(
+    copy: &'a ExportedEndpointSlice,
+    family: Family,
+    check: &EndpointCheck<'_>,
+    dropped: &mut Vec<Dropped<'a>>,
+) -> Vec<Endpoint> {
+    let mut kept = Vec::with_capacity(copy.spec.endpoints.len());
+    let first = dropped.len();
+    for endpoint in &copy.spec.endpoints {
+        match crate::validate::endpoints::endpoint(endpoint, family, check.policy, check.remote) {
+            Ok(()) => kept.push(crate::export::portable_endpoint(endpoint)),
+            Err(problem) => match dropped[first..]
+                .iter_mut()
+                .find(|d| d.problem.reason == problem.reason)
+            {
+                Some(d) => d.count += 1,
+                None => dropped.push(Dropped {
+                    copy,
+                    problem,
+                    count: 1,
+                }),
+            },
         }
-        Ok(IpAddr::V6(a)) => {
-            let link_local = (a.segments()[0] & 0xffc0) == 0xfe80;
-            !(a.is_loopback() || a.is_multicast() || a.is_unspecified() || link_local)
-        }
-        Err(_) => false,
     }
+    kept
 }
 
 /// A slice port as a sortable key: (name, protocol, number).
 type PortKey = (Option<String>, Option<String>, Option<i32>);
 
 /// The MCS EndpointSlices for one source cluster of a merged service, built from that
-/// cluster's hub copies. Each slice holds endpoints of one address family with one port
-/// mapping; ports are only those the source cluster's Service really exposes, renamed to the
-/// derived Service's port names so kube-proxy can route them.
-pub fn mcs_slices(
+/// cluster's hub copies (each already checked by [`crate::trust::copy_family`]), and the
+/// endpoints left out because `check` refuses them. Each slice holds endpoints of one address
+/// family with one port mapping; ports are only those the source cluster's Service really
+/// exposes, renamed to the derived Service's port names so kube-proxy can route them.
+pub fn mcs_slices<'a>(
     merged: &MergedService,
     cluster: &str,
-    copies: &[&ExportedEndpointSlice],
-) -> Vec<EndpointSlice> {
+    copies: &[(&'a ExportedEndpointSlice, Family)],
+    check: &EndpointCheck<'_>,
+) -> (Vec<EndpointSlice>, Vec<Dropped<'a>>) {
     let served = merged
         .cluster_ports
         .get(cluster)
         .cloned()
         .unwrap_or_default();
-    let count = merged.spec.ports.len();
+    let all = &merged.spec.ports;
     // (address type, ports) -> endpoints, in a deterministic order.
     let mut groups: BTreeMap<(String, Vec<PortKey>), Vec<Endpoint>> = BTreeMap::new();
-    let mut sorted: Vec<&&ExportedEndpointSlice> = copies.iter().collect();
-    sorted.sort_by_key(|s| s.metadata.name.clone());
-    for copy in sorted {
+    let mut dropped = Vec::new();
+    let mut sorted: Vec<&(&ExportedEndpointSlice, Family)> = copies.iter().collect();
+    sorted.sort_by_key(|(s, _)| s.metadata.name.clone());
+    for (copy, family) in sorted {
         let ports: Vec<EndpointPort> = served
             .iter()
             .filter_map(|p| {
@@ -195,7 +246,7 @@ pub fn mcs_slices(
                             == p.protocol.as_deref().unwrap_or("TCP")
                 })?;
                 Some(EndpointPort {
-                    name: derived_port_name(p, count),
+                    name: derived_port_name(p, all),
                     protocol: p.protocol.clone(),
                     app_protocol: p.app_protocol.clone(),
                     port: source.port,
@@ -206,18 +257,7 @@ pub fn mcs_slices(
             .iter()
             .map(|p| (p.name.clone(), p.protocol.clone(), p.port))
             .collect();
-        let endpoints = copy.spec.endpoints.iter().filter_map(|e| {
-            let addresses: Vec<String> = e
-                .addresses
-                .iter()
-                .filter(|a| plausible_address(a))
-                .cloned()
-                .collect();
-            (!addresses.is_empty()).then(|| Endpoint {
-                addresses,
-                ..crate::export::portable_endpoint(e)
-            })
-        });
+        let endpoints = usable_endpoints(copy, *family, check, &mut dropped);
         groups
             .entry((copy.spec.address_type.clone(), key_ports))
             .or_default()
@@ -233,7 +273,7 @@ pub fn mcs_slices(
             .map(|(name, protocol, port)| {
                 let app_protocol = served
                     .iter()
-                    .find(|p| derived_port_name(p, count) == name && p.protocol == protocol)
+                    .find(|p| derived_port_name(p, all) == name && p.protocol == protocol)
                     .and_then(|p| p.app_protocol.clone());
                 EndpointPort {
                     name,
@@ -245,13 +285,7 @@ pub fn mcs_slices(
             .collect();
         for chunk in endpoints.chunks(MAX_ENDPOINTS_PER_SLICE) {
             let index = index_per_family.entry(address_type.clone()).or_default();
-            let name = format!(
-                "{}-{}-{}-{}",
-                merged.name,
-                cluster,
-                address_type.to_ascii_lowercase(),
-                index
-            );
+            let name = slice_name(&merged.name, cluster, &address_type, *index);
             *index += 1;
             let mut slice_labels = BTreeMap::from([
                 (labels::SERVICE_NAME.to_owned(), merged.name.clone()),
@@ -277,7 +311,7 @@ pub fn mcs_slices(
             });
         }
     }
-    slices
+    (slices, dropped)
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ fn mk_copy(
                     ready: Some(true),
                     ..Default::default()
                 }),
-                hostname: Some(format!("host-{a}")),
+                hostname: Some(format!("host-{}", a.replace(['.', ':'], "-"))),
                 ..Default::default()
             })
             .collect(),
@@ -65,6 +65,48 @@ fn mk_copy(
         ),
     };
     crate::export::hub_slice("c1", "demo", "hello", &slice)
+}
+
+/// A ClusterSetIP record of `cluster` with one port, tcp/42.
+fn tcp42(cluster: &str) -> ExportedServiceSpec {
+    mk_record(
+        cluster,
+        0,
+        vec![port("tcp", "TCP", 42)],
+        ServiceImportType::ClusterSetIP,
+    )
+}
+
+/// The copies with the family their own check gives them.
+fn checked<'a>(
+    copies: &[&'a atoll_api::hub::ExportedEndpointSlice],
+) -> Vec<(
+    &'a atoll_api::hub::ExportedEndpointSlice,
+    crate::validate::Family,
+)> {
+    copies
+        .iter()
+        .map(|c| (*c, crate::trust::copy_family(c).unwrap()))
+        .collect()
+}
+
+/// The importer's own endpoints: no range refused.
+fn local() -> EndpointCheck<'static> {
+    static NONE: std::sync::LazyLock<AddressPolicy> = std::sync::LazyLock::new(Default::default);
+    EndpointCheck {
+        policy: &NONE,
+        remote: false,
+    }
+}
+
+fn slices_of(
+    m: &MergedService,
+    cluster: &str,
+    copies: &[&atoll_api::hub::ExportedEndpointSlice],
+) -> Vec<EndpointSlice> {
+    let (slices, dropped) = mcs_slices(m, cluster, &checked(copies), &local());
+    assert!(dropped.is_empty(), "{dropped:?}");
+    slices
 }
 
 #[test]
@@ -117,14 +159,32 @@ fn headless_import_has_no_derived_service_and_no_ips() {
 
 #[test]
 fn unnamed_port_gets_a_name_only_when_the_service_has_several() {
-    assert_eq!(derived_port_name(&port("", "TCP", 80), 1), None);
+    let unnamed = port("", "UDP", 53);
     assert_eq!(
-        derived_port_name(&port("", "UDP", 53), 2).as_deref(),
+        derived_port_name(&unnamed, std::slice::from_ref(&unnamed)),
+        None
+    );
+    let two = [unnamed.clone(), port("web", "TCP", 80)];
+    assert_eq!(
+        derived_port_name(&unnamed, &two).as_deref(),
         Some("port-53-udp")
     );
+    assert_eq!(derived_port_name(&two[1], &two).as_deref(), Some("web"));
+}
+
+#[test]
+fn a_generated_port_name_never_takes_a_members_port_name() {
+    // Another member names a port like the generated one: the derived Service would have the
+    // name twice and the apiserver would refuse the whole import.
+    let unnamed = port("", "UDP", 53);
+    let ports = [
+        unnamed.clone(),
+        port("port-53-udp", "TCP", 80),
+        port("port-53-udp-1", "TCP", 81),
+    ];
     assert_eq!(
-        derived_port_name(&port("web", "TCP", 80), 2).as_deref(),
-        Some("web")
+        derived_port_name(&unnamed, &ports).as_deref(),
+        Some("port-53-udp-2")
     );
 }
 
@@ -148,7 +208,7 @@ fn slices_carry_mcs_labels_and_only_the_clusters_own_ports() {
         &["10.202.0.1", "10.202.0.2"],
         &[("tcp2", "TCP", 42)],
     );
-    let slices = mcs_slices(&m, "c2", &[&copy]);
+    let slices = slices_of(&m, "c2", &[&copy]);
     assert_eq!(slices.len(), 1);
     let s = &slices[0];
     let l = s.metadata.labels.as_ref().unwrap();
@@ -168,7 +228,7 @@ fn slices_carry_mcs_labels_and_only_the_clusters_own_ports() {
     assert_eq!(ports[0].name.as_deref(), Some("tcp2"));
     assert_eq!(ports[0].port, Some(42));
     assert_eq!(s.endpoints.len(), 2);
-    assert_eq!(s.endpoints[0].hostname.as_deref(), Some("host-10.202.0.1"));
+    assert_eq!(s.endpoints[0].hostname.as_deref(), Some("host-10-202-0-1"));
 }
 
 #[test]
@@ -191,12 +251,16 @@ fn implausible_addresses_from_the_hub_are_dropped() {
         ],
         &[("tcp", "TCP", 42)],
     );
-    let slices = mcs_slices(&m, "c1", &[&copy]);
+    let (slices, dropped) = mcs_slices(&m, "c1", &checked(&[&copy]), &local());
     let addresses: Vec<_> = slices
         .iter()
         .flat_map(|s| s.endpoints.iter().flat_map(|e| e.addresses.clone()))
         .collect();
     assert_eq!(addresses, vec!["10.201.0.4"]);
+    // Reported per reason, with how many were left out.
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(dropped[0].problem.reason, crate::validate::Reason::Address);
+    assert_eq!(dropped[0].count, 4);
     assert!(
         !slices[0]
             .metadata
@@ -221,7 +285,7 @@ fn large_endpoint_sets_are_chunked() {
         .collect();
     let refs: Vec<&str> = addresses.iter().map(String::as_str).collect();
     let copy = mk_copy("demo.hello-x", &refs, &[("tcp", "TCP", 42)]);
-    let slices = mcs_slices(&m, "c1", &[&copy]);
+    let slices = slices_of(&m, "c1", &[&copy]);
     let sizes: Vec<usize> = slices.iter().map(|s| s.endpoints.len()).collect();
     assert_eq!(sizes, vec![100, 100, 50]);
     let names: Vec<_> = slices
@@ -230,6 +294,80 @@ fn large_endpoint_sets_are_chunked() {
         .collect();
     assert_eq!(
         names,
-        vec!["hello-c1-ipv4-0", "hello-c1-ipv4-1", "hello-c1-ipv4-2"]
+        vec!["hello.c1.ipv4.0", "hello.c1.ipv4.1", "hello.c1.ipv4.2"]
     );
+}
+
+#[test]
+fn another_members_endpoints_in_this_clusters_service_cidr_are_dropped() {
+    let m = merge(&[&tcp42("c1")]).unwrap();
+    let copy = mk_copy(
+        "demo.hello-x",
+        &["10.101.0.1", "10.203.0.9"],
+        &[("tcp", "TCP", 42)],
+    );
+    let policy = AddressPolicy {
+        service_cidrs: vec!["10.101.0.0/16".parse().unwrap()],
+        denied: Vec::new(),
+    };
+    let remote = EndpointCheck {
+        policy: &policy,
+        remote: true,
+    };
+    let (slices, dropped) = mcs_slices(&m, "c1", &checked(&[&copy]), &remote);
+    assert_eq!(slices[0].endpoints.len(), 1);
+    assert_eq!(slices[0].endpoints[0].addresses, ["10.203.0.9"]);
+    assert_eq!(
+        dropped[0].problem.reason,
+        crate::validate::Reason::ServiceCidr
+    );
+    // The same copy, as the importer's own: kept whole.
+    let own = EndpointCheck {
+        policy: &policy,
+        remote: false,
+    };
+    let (slices, dropped) = mcs_slices(&m, "c1", &checked(&[&copy]), &own);
+    assert_eq!(slices[0].endpoints.len(), 2);
+    assert!(dropped.is_empty());
+}
+
+mod names {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Cluster ids and service names with dashes, often prefixes and suffixes of each other.
+    fn part() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "a", "b", "a-b", "b-a", "web", "us", "east", "us-east", "web-us", "c3", "x-c3", "web-x",
+        ])
+    }
+
+    proptest! {
+        /// Whatever services and clusters are imported together, no two MCS slices share a
+        /// name, and each slice's labels say whose it is.
+        #[test]
+        fn slices_of_different_services_and_clusters_never_share_a_name(
+            pairs in prop::collection::btree_set((part(), part()), 1..8),
+        ) {
+            let mut seen = std::collections::BTreeMap::new();
+            for (service, cluster) in pairs {
+                let mut r = tcp42(cluster);
+                r.name = service.to_owned();
+                let m = merge(&[&r]).unwrap();
+                let mut copy = mk_copy("demo.x", &["10.201.0.4"], &[("tcp", "TCP", 42)]);
+                copy.spec.cluster = cluster.to_owned();
+                copy.spec.service = service.to_owned();
+                copy.metadata.namespace = Some(atoll_api::hub::namespace_for(cluster));
+                for slice in slices_of(&m, cluster, &[&copy]) {
+                    let labels = slice.metadata.labels.clone().unwrap();
+                    prop_assert_eq!(&labels[labels::SERVICE_NAME], service);
+                    prop_assert_eq!(&labels[labels::SOURCE_CLUSTER], cluster);
+                    let name = slice.metadata.name.clone().unwrap();
+                    if let Some(other) = seen.insert(name.clone(), (service, cluster)) {
+                        prop_assert!(false, "{} is both {:?} and {:?}", name, other, (service, cluster));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -43,11 +43,34 @@ pub enum TimingsError {
         "the retry period ({retry:?}) must be shorter than the renew deadline ({deadline:?}), or the leader loses the Lease between two renewals"
     )]
     RetryNotShorter { retry: Duration, deadline: Duration },
+    #[error(
+        "the retry period ({retry:?}) must be at least {MIN_RETRY_PERIOD:?}, or every replica spins on the apiserver"
+    )]
+    RetryTooShort { retry: Duration },
+    #[error(
+        "the lease duration ({lease:?}) must be at most {MAX_LEASE:?} (clock readings plus it must not overflow)"
+    )]
+    LeaseTooLong { lease: Duration },
 }
+
+/// Shortest retry period: a replica looks at the Lease this often at most.
+pub const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);
+/// Longest lease duration.
+pub const MAX_LEASE: Duration = Duration::from_secs(3600);
 
 impl Timings {
     /// Checks that the timings keep at most one replica leading.
     pub fn validate(&self) -> Result<(), TimingsError> {
+        if self.lease_duration > MAX_LEASE {
+            return Err(TimingsError::LeaseTooLong {
+                lease: self.lease_duration,
+            });
+        }
+        if self.retry_period < MIN_RETRY_PERIOD {
+            return Err(TimingsError::RetryTooShort {
+                retry: self.retry_period,
+            });
+        }
         if self.renew_deadline >= self.lease_duration {
             return Err(TimingsError::DeadlineNotShorter {
                 deadline: self.renew_deadline,

@@ -164,6 +164,26 @@ fn timings_must_keep_two_leaders_apart() {
     ));
 }
 
+#[test]
+fn a_zero_retry_period_and_an_endless_lease_are_refused() {
+    let spinning = Timings {
+        retry_period: Duration::ZERO,
+        ..Timings::default()
+    };
+    assert!(matches!(
+        spinning.validate(),
+        Err(TimingsError::RetryTooShort { .. })
+    ));
+    let endless = Timings {
+        lease_duration: Duration::from_secs(u64::MAX),
+        ..Timings::default()
+    };
+    assert!(matches!(
+        endless.validate(),
+        Err(TimingsError::LeaseTooLong { .. })
+    ));
+}
+
 proptest! {
     /// Two replicas reading the same Lease history never both lead at the same instant, as
     /// long as each write is a compare-and-swap (only one of two racing Acquires succeeds).

@@ -5,7 +5,13 @@
 //! * [`export`]: validity of an export and the records a member publishes on the hub.
 //! * [`import`]: the ServiceImport, derived Service and MCS EndpointSlices an importer writes.
 //! * [`derived`]: names of the derived Services that carry a ClusterSetIP import's VIP.
-//! * [`trust`]: which hub objects may be used (hub records are untrusted input).
+//! * [`trust`], [`validate`]: which hub objects may be used (hub records are untrusted input:
+//!   every field is checked as the apiserver checks what an importer writes from it).
+//! * [`caps`]: how much an importer takes from each member; [`audit`]: what of each member's
+//!   publication an importer leaves out, for `atoll status`.
+//! * [`precedence`]: when an export counts from (a member cannot backdate its own).
+//! * [`mcs_names`]: names of the MCS EndpointSlices.
+//! * [`text`]: member-written text made safe to print.
 //! * [`conditions`], [`announce`]: status conditions (clock passed in) and the Events for
 //!   their changes.
 //! * [`diff`]: desired versus observed, and what Atoll owns.
@@ -17,6 +23,8 @@
 
 pub mod admission;
 pub mod announce;
+pub mod audit;
+pub mod caps;
 pub mod cluster_id;
 pub mod conditions;
 pub mod corefile;
@@ -30,12 +38,16 @@ pub mod import;
 pub mod keys;
 pub mod leader;
 pub mod liveness;
+pub mod mcs_names;
 pub mod membership;
 pub mod merge;
 pub mod namespaces;
 pub mod plan;
+pub mod precedence;
 #[cfg(test)]
 mod test_support;
+pub mod text;
 pub mod trust;
+pub mod validate;
 
 pub use cluster_id::{ClusterId, ClusterIdError};

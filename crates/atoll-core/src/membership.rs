@@ -113,6 +113,46 @@ pub enum JoinRefused {
         "the hub namespace atoll-{id} exists but was not made by `atoll join`; remove it or choose another id with --cluster-id"
     )]
     ForeignNamespace { id: String },
+    #[error(
+        "--clusterset {0:?} is not a valid ClusterSet name: it labels the inventory namespace, so it must be a label value of 1 to 63 characters (A-Z, a-z, 0-9, '-', '_', '.', alphanumeric at both ends)"
+    )]
+    InvalidClusterSet(String),
+    #[error(
+        "--token-seconds {0} is out of range: the hub issues tokens for {MIN_TOKEN_SECONDS} seconds (10 minutes) to {MAX_TOKEN_SECONDS} seconds (2^32)"
+    )]
+    InvalidTokenSeconds(i64),
+}
+
+/// Shortest lifetime of a hub token (the TokenRequest API's minimum).
+pub const MIN_TOKEN_SECONDS: i64 = 600;
+/// Longest lifetime of a hub token (the TokenRequest API's maximum).
+pub const MAX_TOKEN_SECONDS: i64 = 1 << 32;
+
+/// What `atoll join` is asked to do that it can check before reading anything: the ClusterSet
+/// name (a label value on the hub) and the token lifetime (what the TokenRequest API accepts),
+/// so a bad flag fails before the first write rather than half-way through.
+pub fn check_join_flags(clusterset: &str, token_seconds: i64) -> Result<(), JoinRefused> {
+    if clusterset.is_empty() || !crate::validate::names::is_label_value(clusterset) {
+        return Err(JoinRefused::InvalidClusterSet(clusterset.to_owned()));
+    }
+    if !(MIN_TOKEN_SECONDS..=MAX_TOKEN_SECONDS).contains(&token_seconds) {
+        return Err(JoinRefused::InvalidTokenSeconds(token_seconds));
+    }
+    Ok(())
+}
+
+/// Every name `atoll join` derives from a member's id, with the limit it must fit: the hub
+/// namespace is a DNS label, the rest are object names (DNS subdomains). [`ClusterId`] only
+/// accepts ids for which all of them fit.
+pub fn derived_names(id: &ClusterId) -> Vec<(String, usize)> {
+    let objects = hub_objects(id, "", "");
+    let name = |meta: &ObjectMeta| meta.name.clone().unwrap_or_default();
+    vec![
+        (name(&objects.namespace.metadata), 63),
+        (name(&objects.reader_binding.metadata), 253),
+        (name(&objects.profile.metadata), 253),
+        (name(&objects.profile_role.metadata), 253),
+    ]
 }
 
 /// The id the member joins with, before the hub is consulted: its ClusterProperty, else
@@ -120,9 +160,14 @@ pub enum JoinRefused {
 pub fn choose_id(facts: &JoinFacts) -> Result<ClusterId, JoinRefused> {
     let invalid = |id: &str, e: crate::ClusterIdError| {
         JoinRefused::InvalidId(format!(
-            "cluster id {id:?} is not valid ({e}); a cluster id is one lowercase RFC-1123 label of at most 63 characters"
+            "cluster id {id:?} is not valid ({e}); a cluster id is one lowercase RFC-1123 label of at most {} characters, and not one Atoll or Kubernetes reserves",
+            ClusterId::MAX_LEN
         ))
     };
+    // A bad --cluster-id is refused as such, whatever else is wrong.
+    if let Some(requested) = &facts.requested_id {
+        ClusterId::new(requested).map_err(|e| invalid(requested, e))?;
+    }
     match (&facts.id_property, &facts.requested_id) {
         (Some(property), Some(requested)) if property != requested => {
             Err(JoinRefused::IdMismatch {
@@ -308,16 +353,28 @@ pub fn hub_objects(id: &ClusterId, uid: &str, clusterset: &str) -> HubObjects {
         },
         inventory,
         profile,
+        // Its own ClusterProfile: read it, and write its status only (the agent mirrors the
+        // member's ClusterProperties there); its spec and labels are the hub's.
         profile_role: Role {
             metadata: meta(Some(INVENTORY_NAMESPACE), &profile_role_name, id, uid),
-            rules: Some(vec![PolicyRule {
-                resource_names: Some(vec![id.to_string()]),
-                ..rule(
-                    &[atoll_api::multicluster::GROUP],
-                    &["clusterprofiles", "clusterprofiles/status"],
-                    &["get", "list", "watch", "patch", "update"],
-                )
-            }]),
+            rules: Some(vec![
+                PolicyRule {
+                    resource_names: Some(vec![id.to_string()]),
+                    ..rule(
+                        &[atoll_api::multicluster::GROUP],
+                        &["clusterprofiles"],
+                        READ,
+                    )
+                },
+                PolicyRule {
+                    resource_names: Some(vec![id.to_string()]),
+                    ..rule(
+                        &[atoll_api::multicluster::GROUP],
+                        &["clusterprofiles/status"],
+                        &["get", "patch", "update"],
+                    )
+                },
+            ]),
         },
         profile_binding: RoleBinding {
             metadata: meta(Some(INVENTORY_NAMESPACE), &profile_role_name, id, uid),
@@ -412,6 +469,8 @@ pub fn member_objects(id: &ClusterId, clusterset: &str, kubeconfig: &str) -> Mem
                 rule(&["discovery.k8s.io"], &["endpointslices"], WRITE),
                 rule(&[""], &["namespaces"], READ),
                 rule(&[atoll_api::about::GROUP], &["clusterproperties"], READ),
+                // Its Service CIDRs: other members' endpoints there are refused.
+                rule(&["networking.k8s.io"], &["servicecidrs"], READ),
                 rule(
                     &["", "events.k8s.io"],
                     &["events"],
@@ -548,6 +607,66 @@ mod tests {
     }
 
     #[test]
+    fn ids_that_name_atolls_or_kubernetes_namespaces_are_refused_first() {
+        for reserved in [
+            "system",
+            "inventory",
+            "default",
+            "kube-system",
+            &"x".repeat(58),
+        ] {
+            let f = JoinFacts {
+                id_property: Some("east".into()),
+                requested_id: Some(reserved.to_owned()),
+                ..facts()
+            };
+            let refused = choose_id(&f).unwrap_err();
+            assert!(
+                matches!(refused, JoinRefused::InvalidId(_)),
+                "{reserved}: {refused}"
+            );
+        }
+        let f = JoinFacts {
+            requested_id: Some("inventory".into()),
+            ..facts()
+        };
+        assert!(choose_id(&f).unwrap_err().to_string().contains("reserved"));
+    }
+
+    #[test]
+    fn every_name_derived_from_the_longest_id_fits() {
+        let longest = id(&"x".repeat(ClusterId::MAX_LEN));
+        for (name, limit) in derived_names(&longest) {
+            assert!(name.len() <= limit, "{name} is longer than {limit}");
+        }
+        // One character more and the hub namespace would not be a label.
+        assert_eq!(
+            hub::namespace_for(&"x".repeat(ClusterId::MAX_LEN + 1)).len(),
+            64
+        );
+        assert_eq!(hub::namespace_for("system"), SYSTEM_NAMESPACE);
+        assert_eq!(hub::namespace_for("inventory"), INVENTORY_NAMESPACE);
+    }
+
+    #[test]
+    fn join_flags_are_checked_before_anything_is_read() {
+        assert_eq!(check_join_flags("prod", 365 * 24 * 3600), Ok(()));
+        assert_eq!(check_join_flags("Prod_1.eu", MIN_TOKEN_SECONDS), Ok(()));
+        for bad in ["", "a b", "-prod", &"p".repeat(64), "a/b"] {
+            assert!(matches!(
+                check_join_flags(bad, 3600),
+                Err(JoinRefused::InvalidClusterSet(_))
+            ));
+        }
+        for bad in [0, -1, 599, MAX_TOKEN_SECONDS + 1, i64::MAX] {
+            assert!(matches!(
+                check_join_flags("prod", bad),
+                Err(JoinRefused::InvalidTokenSeconds(_))
+            ));
+        }
+    }
+
+    #[test]
     fn a_taken_id_or_another_clusterset_refuses_and_a_rejoin_does_not() {
         let mut f = facts();
         let east = id("east");
@@ -609,11 +728,20 @@ mod tests {
             Some(&["hub.atoll.dev".to_owned()][..])
         );
         assert_eq!(reader[0].verbs, ["get", "list", "watch"]);
-        let profile = &objects.profile_role.rules.unwrap()[0];
-        assert_eq!(
-            profile.resource_names.as_deref(),
-            Some(&["east".to_owned()][..])
-        );
+        let profile = objects.profile_role.rules.unwrap();
+        for rule in &profile {
+            assert_eq!(
+                rule.resource_names.as_deref(),
+                Some(&["east".to_owned()][..])
+            );
+        }
+        // Writes reach the status only: the profile's spec and labels stay the hub's.
+        let writes: Vec<&str> = profile
+            .iter()
+            .filter(|r| r.verbs.iter().any(|v| v == "update" || v == "patch"))
+            .flat_map(|r| r.resources.iter().flatten().map(String::as_str))
+            .collect();
+        assert_eq!(writes, ["clusterprofiles/status"]);
         assert_eq!(
             objects.profile.metadata.namespace.as_deref(),
             Some(INVENTORY_NAMESPACE)

@@ -1,15 +1,18 @@
 //! The merge: every member's export records of one `namespace/name` in, one ServiceImport
 //! spec, its exported labels and annotations, the per-cluster ports and one Conflict verdict out.
 //!
-//! Rules (KEP-1645's conflict resolution): the oldest export (`export_created`, ties broken by cluster
-//! id) wins every property that differs; ports are merged by name, then by (protocol, port), as
-//! a union in precedence order; every constituent export gets the same verdict.
+//! Rules (KEP-1645's conflict resolution): the oldest export wins every property that differs
+//! (oldest by [`crate::precedence`]: the member's `exportCreated`, but never earlier than the
+//! hub's creation of its record; ties broken by the claim, then the cluster id); ports are
+//! merged by name, then by (protocol, port), as a union in precedence order; every
+//! constituent export gets the same verdict.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-use atoll_api::hub::ExportedServiceSpec;
+use atoll_api::hub::{ExportedService, ExportedServiceSpec};
 use atoll_api::multicluster::{ServiceImportSpec, ServicePort, export_condition as reason};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// A property on which the constituent exports of a service disagree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -117,8 +120,8 @@ pub struct MergedService {
     pub clusters: Vec<String>,
     /// The cluster whose export has precedence.
     pub winner: String,
-    /// Creation time of the winner's (the oldest) export.
-    pub oldest_export: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    /// When the winner's (the oldest) export counts from.
+    pub oldest_export: Time,
     /// The verdict for every constituent export.
     pub conflicts: Conflicts,
     /// For each exporting cluster, the import ports its Service really exposes: traffic to a
@@ -136,26 +139,51 @@ fn same_port(a: &ServicePort, b: &ServicePort) -> bool {
     a.name == b.name && protocol(a) == protocol(b) && a.port == b.port
 }
 
-/// Precedence order: oldest export first, then by cluster id (timestamps have 1 s resolution).
-fn precedence(records: &[&ExportedServiceSpec]) -> Vec<ExportedServiceSpec> {
-    let mut ordered: Vec<ExportedServiceSpec> = records.iter().map(|r| (*r).clone()).collect();
-    ordered.sort_by(|a, b| {
-        a.export_created
-            .0
-            .cmp(&b.export_created.0)
-            .then_with(|| a.cluster.cmp(&b.cluster))
+/// Precedence order: oldest export first (see [`crate::precedence`]), each record with the
+/// time it counts from.
+fn precedence(records: Vec<(&ExportedServiceSpec, Time)>) -> Vec<(&ExportedServiceSpec, Time)> {
+    let mut ordered = records;
+    ordered.sort_by(|(a, ta), (b, tb)| {
+        crate::precedence::key(ta, &a.export_created, &a.cluster).cmp(&crate::precedence::key(
+            tb,
+            &b.export_created,
+            &b.cluster,
+        ))
     });
     // One export per cluster: a duplicate (a malformed hub) loses to the earlier one.
     let mut seen = BTreeSet::new();
-    ordered.retain(|r| seen.insert(r.cluster.clone()));
+    ordered.retain(|(r, _)| seen.insert(r.cluster.clone()));
     ordered
 }
 
-/// Merges the export records of one service. All records must name the same namespace and
-/// name; returns `None` when there are none.
+/// Merges the export records of one service as the hub holds them: each export counts from
+/// the later of its claimed time and the hub's creation of its record. All records must name
+/// the same namespace and name; returns `None` when there are none.
+pub fn merge_records(records: &[&ExportedService]) -> Option<MergedService> {
+    merge_ranked(
+        records
+            .iter()
+            .map(|r| (&r.spec, crate::precedence::of_record(r)))
+            .collect(),
+    )
+}
+
+/// Merges export records whose claimed times are taken as they are (records not read from a
+/// hub). All records must name the same namespace and name; returns `None` when there are none.
 pub fn merge(records: &[&ExportedServiceSpec]) -> Option<MergedService> {
-    let ordered = precedence(records);
-    let winner = ordered.first()?;
+    merge_ranked(
+        records
+            .iter()
+            .map(|r| (*r, r.export_created.clone()))
+            .collect(),
+    )
+}
+
+fn merge_ranked(records: Vec<(&ExportedServiceSpec, Time)>) -> Option<MergedService> {
+    let ranked = precedence(records);
+    let oldest = ranked.first()?.1.clone();
+    let ordered: Vec<&ExportedServiceSpec> = ranked.into_iter().map(|(r, _)| r).collect();
+    let winner = *ordered.first()?;
     let mut conflicts = Conflicts::default();
     let mut note = |kind: ConflictKind, cluster: &str, differs: bool| {
         if differs {
@@ -255,7 +283,7 @@ pub fn merge(records: &[&ExportedServiceSpec]) -> Option<MergedService> {
         annotations: winner.exported_annotations.clone(),
         clusters,
         winner: winner.cluster.clone(),
-        oldest_export: winner.export_created.clone(),
+        oldest_export: oldest,
         conflicts,
         cluster_ports,
     })
@@ -274,3 +302,7 @@ fn traffic_policy(value: &Option<String>) -> &str {
 #[cfg(test)]
 #[path = "merge_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "merge_precedence_tests.rs"]
+mod precedence_tests;

@@ -160,17 +160,22 @@ fn ties_on_creation_time_break_by_cluster_id() {
 
 fn arb_port() -> impl Strategy<Value = ServicePort> {
     (
-        prop_oneof![Just(""), Just("a"), Just("b"), Just("c")],
+        prop_oneof![Just(""), Just("a"), Just("b"), Just("c"), Just("a-b")],
         prop_oneof![Just("TCP"), Just("UDP")],
-        prop_oneof![Just(1), Just(2), Just(3)],
+        // Out-of-range numbers too: the merge itself must stay sound on what validation drops.
+        prop_oneof![Just(1), Just(2), Just(3), Just(0), Just(70000)],
     )
         .prop_map(|(n, p, num)| port(n, p, num))
 }
 
+/// Cluster ids that are prefixes and suffixes of each other.
+const CLUSTERS: [&str; 5] = ["c", "c-1", "x-c", "x-c-1", "c1"];
+
 fn arb_records() -> impl Strategy<Value = Vec<ExportedServiceSpec>> {
     proptest::collection::vec(
         (
-            0..4i64,
+            // Backdated claims (1970 and before) among ordinary ones.
+            prop_oneof![0..4i64, Just(-1_700_000_000i64), Just(-1_800_000_000i64)],
             proptest::collection::vec(arb_port(), 0..4),
             any::<bool>(),
             any::<bool>(),
@@ -182,7 +187,7 @@ fn arb_records() -> impl Strategy<Value = Vec<ExportedServiceSpec>> {
             .into_iter()
             .enumerate()
             .map(|(i, (created, ports, headless, local))| {
-                let mut r = mk_record(&format!("c{i}"), created, ports);
+                let mut r = mk_record(CLUSTERS[i], created, ports);
                 if headless {
                     r.type_ = ServiceImportType::Headless;
                 }

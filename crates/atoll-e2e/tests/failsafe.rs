@@ -12,7 +12,6 @@ use atoll_testing::mcs::{
     wait_import_clusters,
 };
 use atoll_testing::{ClusterSet, Undo, fixtures, http_get, metric, wait_for};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use kube::api::PostParams;
@@ -33,21 +32,7 @@ async fn restricted_hub_kubeconfig(set: &ClusterSet, hub: &Client) -> anyhow::Re
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e).context("creating the test ServiceAccount on the hub"),
     }
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(3600),
-            bound_object_ref: None,
-        },
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request(ACCOUNT, &PostParams::default(), &request)
-        .await
-        .context("requesting a token for the test ServiceAccount")?
-        .status
-        .context("token request without status")?
-        .token;
+    let token = atoll_testing::hub_member::token(&accounts, ACCOUNT).await?;
     let mut file = Kubeconfig::read_from(&set.kubeconfig)?;
     let hub_context = file
         .contexts

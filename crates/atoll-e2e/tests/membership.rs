@@ -41,7 +41,8 @@ async fn renew_heartbeat(client: kube::Client, namespace: String) {
         let lease = serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": { "name": atoll_api::hub::LEASE_NAME, "namespace": namespace },
-            "spec": { "renewTime": k8s_openapi::jiff::Timestamp::now().to_string() },
+            // A MicroTime: the apiserver takes exactly six fractional digits.
+            "spec": { "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()) },
         });
         let _ = leases
             .patch(

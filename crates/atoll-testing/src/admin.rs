@@ -37,6 +37,29 @@ pub async fn metric(port: u16, name: &str) -> anyhow::Result<f64> {
         .sum())
 }
 
+/// The value of metric `name` with every label of `labels` (other labels may differ, and are
+/// summed over) from the admin server on 127.0.0.1:`port`; 0 when there is no such sample.
+pub async fn metric_labelled(
+    port: u16,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> anyhow::Result<f64> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    Ok(body
+        .lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
+        .filter(|l| {
+            let set = l
+                .split_once('{')
+                .and_then(|(_, rest)| rest.split_once('}'))
+                .map_or("", |(s, _)| s);
+            wanted.iter().all(|w| set.split(',').any(|pair| pair == w))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
 /// Waits until metric `name` on the admin server at 127.0.0.1:`port` is exactly `want`
 /// (gauges and counters hold whole numbers, so the comparison is exact).
 pub async fn wait_metric(port: u16, name: &str, want: f64) -> anyhow::Result<()> {

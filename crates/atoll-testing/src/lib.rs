@@ -9,14 +9,16 @@ mod admin;
 mod cluster_set;
 pub mod crd_compat;
 pub mod dns;
+pub mod events;
 pub mod fixtures;
+pub mod hub_member;
 pub mod mcs;
 pub mod membership;
 pub mod ports;
 mod undo;
 mod wait;
 
-pub use admin::{http_get, metric, wait_metric};
+pub use admin::{http_get, metric, metric_labelled, wait_metric};
 pub use cluster_set::{ClusterSet, Member, TestNamespace, install_crypto_provider};
 pub use ports::{agent_admin_port, dns_admin_port, dns_port};
 pub use undo::Undo;

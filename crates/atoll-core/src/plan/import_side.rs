@@ -1,6 +1,9 @@
 //! Import side of a plan: for every merged service whose namespace exists here, the derived
 //! Service, the ServiceImport with its status and the MCS EndpointSlices; everything Atoll owns
-//! here that no merged service wants any more is deleted.
+//! here that no merged service wants any more is deleted. An MCS slice that is no longer
+//! wanted while its service, source cluster and family get a slice written in this pass (a
+//! renamed slice, after an upgrade changed the naming) stays until that slice is observed, so
+//! no importer ever holds fewer endpoints than before.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,15 +17,31 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::input::{Feedback, Observed, Refusal};
 use super::output::{ImportApply, ImportStatus, MemberWrites};
-use super::report::Report;
+use super::report::{self, HubKind, Rejected, Report};
 use crate::conditions::{VipProblem, import_ready, same_conditions, source_clusters};
 use crate::diff::{already_applied, owned, same_own_annotations};
-use crate::import;
+use crate::import::{self, Dropped, EndpointCheck};
+use crate::keys::of_copy;
 use crate::merge::MergedService;
-use crate::trust::slice_copy_owner;
+use crate::trust::{copy_family, slice_copy_owner};
+use crate::validate::{AddressPolicy, Cidr, Family};
 
-/// `(service namespace, service name, source cluster)` -> that cluster's hub slice copies.
-type Copies<'a> = BTreeMap<(String, String, String), Vec<&'a ExportedEndpointSlice>>;
+/// `(service namespace, service name, source cluster)` -> that cluster's hub slice copies,
+/// each with its address family.
+type Copies<'a> = BTreeMap<(String, String, String), Vec<(&'a ExportedEndpointSlice, Family)>>;
+
+/// `(namespace, service, source cluster, address type)` of an MCS slice.
+type SliceGroup = (String, String, String, String);
+
+fn group_of(slice: &EndpointSlice) -> Option<SliceGroup> {
+    let labels = slice.metadata.labels.as_ref()?;
+    Some((
+        slice.metadata.namespace.clone()?,
+        labels.get(labels::SERVICE_NAME)?.clone(),
+        labels.get(labels::SOURCE_CLUSTER)?.clone(),
+        slice.address_type.clone(),
+    ))
+}
 
 /// The member objects observed, by key, the hub's slice copies and the clock.
 struct Here<'a> {
@@ -32,6 +51,9 @@ struct Here<'a> {
     copies: Copies<'a>,
     now: &'a Time,
     liveness: &'a crate::liveness::Liveness,
+    /// This member's cluster id: its own endpoints are not judged by `policy`.
+    own: &'a str,
+    policy: AddressPolicy,
 }
 
 /// What the plan wants to exist in this member; everything else Atoll owns goes.
@@ -40,9 +62,46 @@ struct Wanted {
     imports: BTreeSet<ObjectKey>,
     derived: BTreeSet<ObjectKey>,
     slices: BTreeSet<ObjectKey>,
+    /// Slice groups that get a slice written in this pass.
+    pending: BTreeSet<SliceGroup>,
+}
+
+/// The importer's own address ranges, refused for other members' endpoints.
+fn address_policy(observed: &Observed) -> AddressPolicy {
+    let service_cidrs = observed
+        .service_cidrs
+        .iter()
+        .flat_map(|c| c.spec.iter().flat_map(|s| s.cidrs.iter().flatten()))
+        .filter_map(|c| c.parse::<Cidr>().ok())
+        .collect();
+    AddressPolicy {
+        service_cidrs,
+        denied: observed.denied_cidrs.clone(),
+    }
+}
+
+/// A copy (or some of its endpoints) left out, for the report.
+fn dropped(
+    copy: &ExportedEndpointSlice,
+    kind: HubKind,
+    problem: crate::validate::Problem,
+    count: usize,
+) -> Rejected {
+    let what = (kind == HubKind::Endpoint).then(|| problem.reason.as_str());
+    Rejected {
+        record: ObjectKey::of(&copy.metadata),
+        service: of_copy(copy),
+        version: report::version(&copy.metadata, what),
+        problem: problem.message,
+        kind,
+        cluster: report::stored_by(&copy.metadata),
+        reason: problem.reason,
+        count,
+    }
 }
 
 pub(super) fn plan(
+    own: &str,
     observed: &Observed,
     feedback: &Feedback,
     merged: &BTreeMap<ServiceKey, MergedService>,
@@ -57,8 +116,15 @@ pub(super) fn plan(
         .collect();
     let mut copies: Copies = BTreeMap::new();
     for copy in observed.source_copies() {
-        if let Some(owner) = slice_copy_owner(copy) {
-            copies.entry(owner).or_default().push(copy);
+        match copy_family(copy) {
+            Ok(family) => {
+                if let Some(owner) = slice_copy_owner(copy) {
+                    copies.entry(owner).or_default().push((copy, family));
+                }
+            }
+            Err(problem) => report
+                .dropped
+                .push(dropped(copy, HubKind::Copy, problem, 1)),
         }
     }
     let here = Here {
@@ -68,6 +134,8 @@ pub(super) fn plan(
         copies,
         now,
         liveness: &observed.liveness,
+        own,
+        policy: address_policy(observed),
     };
 
     let mut writes = MemberWrites::default();
@@ -79,7 +147,7 @@ pub(super) fn plan(
             continue;
         }
         let failure = feedback.derived_failures.get(key);
-        import_service(m, failure, &here, &mut wanted, &mut writes);
+        import_service(m, failure, &here, &mut wanted, &mut writes, report);
     }
     report.imported = wanted
         .imports
@@ -130,9 +198,11 @@ pub(super) fn plan(
         .collect();
     writes.delete_slices = here
         .slices
-        .keys()
-        .filter(|k| !wanted.slices.contains(*k))
-        .cloned()
+        .iter()
+        .filter(|(k, s)| {
+            !wanted.slices.contains(*k) && !group_of(s).is_some_and(|g| wanted.pending.contains(&g))
+        })
+        .map(|(k, _)| k.clone())
         .collect();
     writes
 }
@@ -154,6 +224,7 @@ fn import_service(
     here: &Here<'_>,
     wanted: &mut Wanted,
     writes: &mut MemberWrites,
+    report: &mut Report,
 ) {
     let key = ObjectKey::new(&m.namespace, &m.name);
     wanted.imports.insert(key.clone());
@@ -241,13 +312,26 @@ fn import_service(
             .get(&(m.namespace.clone(), m.name.clone(), cluster.clone()))
             .map(Vec::as_slice)
             .unwrap_or_default();
-        for slice in import::mcs_slices(m, cluster, source) {
+        let check = EndpointCheck {
+            policy: &here.policy,
+            remote: cluster != here.own,
+        };
+        let (slices, left_out) = import::mcs_slices(m, cluster, source, &check);
+        report.dropped.extend(left_out.into_iter().map(
+            |Dropped {
+                 copy,
+                 problem,
+                 count,
+             }| dropped(copy, HubKind::Endpoint, problem, count),
+        ));
+        for slice in slices {
             let slice_key = ObjectKey::of(&slice.metadata);
             if !here
                 .slices
                 .get(&slice_key)
                 .is_some_and(|o| already_applied(*o, &slice))
             {
+                wanted.pending.extend(group_of(&slice));
                 writes.apply_slices.push(slice);
             }
             wanted.slices.insert(slice_key);

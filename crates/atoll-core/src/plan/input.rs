@@ -11,9 +11,11 @@ use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::ServiceCIDR;
 
 use crate::ClusterId;
 use crate::liveness::Liveness;
+use crate::validate::Cidr;
 
 /// Everything the agent's watches hold at the start of a pass.
 #[derive(Clone, Debug, Default)]
@@ -40,6 +42,11 @@ pub struct Observed {
     pub properties: Vec<Arc<ClusterProperty>>,
     /// Hub: this member's ClusterProfile, when it has one.
     pub profiles: Vec<Arc<ClusterProfile>>,
+    /// Member: its ServiceCIDRs, the ranges of its Services' cluster IPs (another member's
+    /// endpoint there would send traffic to this cluster's own Services).
+    pub service_cidrs: Vec<Arc<ServiceCIDR>>,
+    /// Ranges this member's operator denies for other members' endpoints (its nodes', say).
+    pub denied_cidrs: Vec<Cidr>,
     /// Which source clusters are withdrawn or stale, from `crate::liveness::Tracker`.
     pub liveness: Liveness,
     /// The records and copies to import from, when they differ from what the hub holds now:

@@ -23,18 +23,18 @@ pub use output::{
     ExportStatus, HubWrites, ImportApply, ImportStatus, MemberWrites, Plan, ProfileStatus,
     Published,
 };
-pub use report::{Rejected, Report};
+pub use report::{HubKind, Rejected, Report};
 
 use std::collections::BTreeMap;
 
-use atoll_api::hub::{ExportedServiceSpec, NAMESPACE_POLICY, NamespacePolicySpec};
+use atoll_api::hub::{ExportedService, NAMESPACE_POLICY, NamespacePolicySpec};
 use atoll_api::inventory::Property;
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::keys::of_record;
-use crate::merge::{MergedService, merge};
-use crate::trust::record_problem;
+use crate::merge::{MergedService, merge_records};
+use crate::trust::record_rejection;
 
 /// The digest a member claims for everything it publishes.
 pub fn claim_digest(published: &Published) -> String {
@@ -60,7 +60,7 @@ pub fn plan(member: &Member, observed: &Observed, feedback: &Feedback, now: &Tim
     let cluster = member.id.as_str();
     let (hub, export_statuses, published) =
         export_side::plan(cluster, observed, &policy, feedback, &merged, now);
-    let member_writes = import_side::plan(observed, feedback, &merged, now, &mut report);
+    let member_writes = import_side::plan(cluster, observed, feedback, &merged, now, &mut report);
     Plan {
         hub,
         claim_digest: claim_digest(&published),
@@ -115,23 +115,23 @@ fn merge_trusted(
     // Every record the hub holds is checked and reported, even one the liveness view leaves
     // out (a forged record in a member's namespace does not match that member's claim).
     for record in &observed.records {
-        if let Some(problem) = record_problem(record) {
+        if let Some(problem) = record_rejection(record) {
             let meta = &record.metadata;
             report.rejected.push(Rejected {
                 record: ObjectKey::of(meta),
                 service: of_record(record),
-                version: format!(
-                    "{}@{}",
-                    meta.uid.as_deref().unwrap_or_default(),
-                    meta.resource_version.as_deref().unwrap_or_default()
-                ),
-                problem,
+                version: report::version(meta, None),
+                problem: problem.message,
+                kind: HubKind::Record,
+                cluster: report::stored_by(meta),
+                reason: problem.reason,
+                count: 1,
             });
         }
     }
-    let mut groups: BTreeMap<ServiceKey, Vec<&ExportedServiceSpec>> = BTreeMap::new();
+    let mut groups: BTreeMap<ServiceKey, Vec<&ExportedService>> = BTreeMap::new();
     for record in observed.source_records() {
-        if record_problem(record).is_some() {
+        if record_rejection(record).is_some() {
             continue;
         }
         *report.trusted.entry(of_record(record)).or_default() += 1;
@@ -142,13 +142,10 @@ fn merge_trusted(
             }
             continue;
         }
-        groups
-            .entry(of_record(record))
-            .or_default()
-            .push(&record.spec);
+        groups.entry(of_record(record)).or_default().push(record);
     }
     groups
         .into_iter()
-        .filter_map(|(key, records)| merge(&records).map(|m| (key, m)))
+        .filter_map(|(key, records)| merge_records(&records).map(|m| (key, m)))
         .collect()
 }

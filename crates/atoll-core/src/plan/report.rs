@@ -4,16 +4,72 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use atoll_api::keys::{ObjectKey, ServiceKey};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// A hub record that is not used, and why.
+use crate::validate::Reason;
+
+/// `uid@resourceVersion` of a hub object, and what about it (one report per version).
+pub(crate) fn version(meta: &ObjectMeta, what: Option<&str>) -> String {
+    let mut version = format!(
+        "{}@{}",
+        meta.uid.as_deref().unwrap_or_default(),
+        meta.resource_version.as_deref().unwrap_or_default()
+    );
+    if let Some(what) = what {
+        version.push('/');
+        version.push_str(what);
+    }
+    version
+}
+
+/// The member whose hub namespace holds an object (empty if none does).
+pub(crate) fn stored_by(meta: &ObjectMeta) -> String {
+    meta.namespace
+        .as_deref()
+        .and_then(|n| n.strip_prefix(atoll_api::hub::NAMESPACE_PREFIX))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// What was left out of a member's publication.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HubKind {
+    /// An ExportedService record.
+    #[default]
+    Record,
+    /// An ExportedEndpointSlice copy, whole.
+    Copy,
+    /// Endpoints of a copy whose other endpoints are used.
+    Endpoint,
+}
+
+impl HubKind {
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Record => "record",
+            Self::Copy => "copy",
+            Self::Endpoint => "endpoint",
+        }
+    }
+}
+
+/// A hub object (or some endpoints of one) that is not used, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejected {
+    /// The hub object: a record or an endpoint copy.
     pub record: ObjectKey,
-    /// The service the record describes.
+    /// The service it describes.
     pub service: ServiceKey,
-    /// `uid@resourceVersion`: one report per version of a record.
+    /// `uid@resourceVersion` (and the reason for endpoints): one report per version.
     pub version: String,
     pub problem: String,
+    pub kind: HubKind,
+    /// The member whose hub namespace holds it (whatever it claims).
+    pub cluster: String,
+    pub reason: Reason,
+    /// How many were left out: 1 for a record or a copy, the endpoints for endpoints.
+    pub count: usize,
 }
 
 /// What a plan found, for logs and metrics.
@@ -23,6 +79,8 @@ pub struct Report {
     pub trusted: BTreeMap<ServiceKey, usize>,
     /// Hub records ignored.
     pub rejected: Vec<Rejected>,
+    /// Endpoint copies, or endpoints of them, ignored by the services this member imports.
+    pub dropped: Vec<Rejected>,
     /// Merged services whose exports disagree.
     pub conflicting: BTreeSet<ServiceKey>,
     /// Imports this member holds or is about to.
@@ -52,6 +110,8 @@ impl Report {
         self.trusted.extend(pass.trusted);
         self.rejected.retain(|r| !scope.contains(&r.service));
         self.rejected.extend(pass.rejected);
+        self.dropped.retain(|r| !scope.contains(&r.service));
+        self.dropped.extend(pass.dropped);
         self.conflicting.retain(|k| !scope.contains(k));
         self.conflicting.extend(pass.conflicting);
         self.imported.retain(|k| !scope.contains(k));

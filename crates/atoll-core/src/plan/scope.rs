@@ -81,7 +81,7 @@ fn keep<K>(
 
 impl Observed {
     /// What was observed of the services `keys`; what concerns no service (namespaces,
-    /// policies, properties, the profile, liveness) is kept whole.
+    /// policies, properties, the profile, the importer's own ranges, liveness) is kept whole.
     pub fn restrict(&self, keys: &BTreeSet<ServiceKey>) -> Observed {
         let lookup = Lookup::new(keys);
         let l = &lookup;
@@ -103,6 +103,8 @@ impl Observed {
             policies: self.policies.clone(),
             properties: self.properties.clone(),
             profiles: self.profiles.clone(),
+            service_cidrs: self.service_cidrs.clone(),
+            denied_cidrs: self.denied_cidrs.clone(),
             liveness: self.liveness.clone(),
             sources: self.sources.as_ref().map(|s| Sources {
                 records: records(&s.records),

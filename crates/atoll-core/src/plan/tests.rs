@@ -370,7 +370,7 @@ fn an_export_is_published_then_imported_in_its_own_cluster() {
     assert!(second.member.apply_imports.is_empty());
     assert_eq!(
         names(&second.member.apply_slices, |s| &s.metadata),
-        ["demo/hello-c2-ipv4-0"]
+        ["demo/hello.c2.ipv4.0"]
     );
     let slice = &second.member.apply_slices[0];
     assert_eq!(slice.endpoints.len(), 2);
@@ -444,7 +444,7 @@ fn unexport_withdraws_the_record_then_every_imported_object() {
     );
     assert_eq!(
         second.member.delete_slices,
-        [ObjectKey::new(NS, "hello-c2-ipv4-0")]
+        [ObjectKey::new(NS, "hello.c2.ipv4.0")]
     );
     assert_eq!(second.writes(), 3);
     assert_eq!(world.plan().writes(), 0);
@@ -486,7 +486,7 @@ fn a_port_conflict_keeps_the_oldest_ports_and_flags_our_export() {
         .observed
         .mcs_slices
         .iter()
-        .find(|s| s.metadata.name.as_deref() == Some("hello-c2-ipv4-0"))
+        .find(|s| s.metadata.name.as_deref() == Some("hello.c2.ipv4.0"))
         .unwrap();
     assert_eq!(ours.ports.as_deref(), Some(&[][..]));
 }
@@ -525,6 +525,10 @@ fn a_spoofed_record_is_rejected_and_imports_nothing() {
             service: ServiceKey::new(NS, "hello"),
             version: "u1@7".into(),
             problem: "claims cluster c9 but is stored in another member's namespace".into(),
+            kind: HubKind::Record,
+            cluster: "c1".into(),
+            reason: crate::validate::Reason::WrongNamespace,
+            count: 1,
         }]
     );
 }
@@ -932,4 +936,5 @@ fn a_forged_record_left_out_of_the_liveness_view_is_still_reported() {
     assert_eq!(plan.writes(), 0);
 }
 
+mod hostile;
 mod scoped;

@@ -12,15 +12,27 @@ pub struct Args {
     #[command(flatten)]
     pub clusters: MemberAndHub<AgentClusters>,
     /// Milliseconds to wait after a change before reconciling, to batch bursts of events.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub debounce_ms: u64,
-    /// Seconds between renewals of this member's heartbeat Lease on the hub.
-    #[arg(long, default_value_t = 10)]
+    /// Seconds between renewals of this member's heartbeat Lease on the hub (1 to 3600).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_HEARTBEAT_SECONDS))]
     pub heartbeat_seconds: u64,
     /// Seconds a source cluster's heartbeat may stay unchanged (as this agent sees it) before
-    /// its endpoints are withdrawn here; they return when it moves again.
-    #[arg(long, alias = "member-grace", default_value_t = 60)]
+    /// its endpoints are withdrawn here; they return when it moves again (at most a week).
+    #[arg(long, alias = "member-grace", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=MAX_GRACE_SECONDS))]
     pub member_grace_seconds: u64,
+    /// Most records (exported services) this member imports from each other member; each
+    /// costs a ClusterIP here, so one member cannot exhaust the Service CIDR.
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_RECORDS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_LIMIT))]
+    pub max_records_per_member: usize,
+    /// Most endpoints (over all of its endpoint copies) this member imports from each other
+    /// member.
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_ENDPOINTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_LIMIT))]
+    pub max_endpoints_per_member: usize,
+    /// Address ranges (CIDRs, comma-separated) other members' endpoints may not be in, besides
+    /// this cluster's Service CIDRs (read from its ServiceCIDRs): e.g. its nodes' network.
+    #[arg(long, value_delimiter = ',')]
+    pub deny_endpoint_cidrs: Vec<atoll_core::validate::Cidr>,
     /// Address of the admin HTTP server (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "127.0.0.1:9470")]
     pub admin_address: std::net::SocketAddr,
@@ -38,15 +50,25 @@ pub struct Args {
     #[arg(long, env = "POD_NAME")]
     pub leader_election_identity: Option<String>,
     /// Seconds an unrenewed leader Lease keeps standbys from taking over.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=MAX_LEADER_SECONDS))]
     pub leader_lease_seconds: u64,
     /// Seconds the leader keeps writing without a successful renewal (less than the lease).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=MAX_LEADER_SECONDS))]
     pub leader_renew_deadline_seconds: u64,
-    /// Milliseconds between looks at the Lease (and renewals by the leader).
-    #[arg(long, default_value_t = 1000)]
+    /// Milliseconds between looks at the Lease (and renewals by the leader); at least 100, so
+    /// replicas never spin on the apiserver.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(MIN_LEADER_RETRY_MS..=MAX_LEADER_SECONDS * 1000))]
     pub leader_retry_ms: u64,
 }
+
+/// Bounds of the agent's durations: every one is used in additions to clock readings and in
+/// multiples (three heartbeats), which must not overflow.
+const MAX_HEARTBEAT_SECONDS: u64 = 3600;
+const MAX_GRACE_SECONDS: u64 = 7 * 24 * 3600;
+const MAX_LEADER_SECONDS: u64 = 3600;
+const MIN_LEADER_RETRY_MS: u64 = atoll_core::leader::MIN_RETRY_PERIOD.as_millis() as u64;
+/// Largest per-member cap.
+const MAX_LIMIT: u64 = 10_000_000;
 
 /// The agent's member cluster and hub, as the flags say.
 #[derive(Debug, Clone)]
@@ -125,6 +147,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         heartbeat: Duration::from_secs(args.heartbeat_seconds.max(1)),
         member_grace: Duration::from_secs(args.member_grace_seconds),
         leader,
+        limits: atoll_core::caps::Limits {
+            records: args.max_records_per_member,
+            endpoints: args.max_endpoints_per_member,
+        },
+        denied_cidrs: args.deny_endpoint_cidrs.clone(),
     };
     let telemetry = atoll_agent::Telemetry::default();
     let mut registry = prometheus_client::registry::Registry::default();
@@ -186,5 +213,43 @@ pub(super) async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
+        Cli::try_parse_from(std::iter::once("agent").chain(flags.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn durations_that_would_overflow_or_spin_are_refused_before_anything_runs() {
+        for flags in [
+            &["--heartbeat-seconds", "18446744073709551615"][..],
+            &["--heartbeat-seconds", "0"],
+            &["--member-grace-seconds", "18446744073709551615"],
+            &["--leader-retry-ms", "0"],
+            &["--leader-lease-seconds", "18446744073709551615"],
+            &["--debounce-ms", "18446744073709551615"],
+            &["--max-records-per-member", "-1"],
+            &["--deny-endpoint-cidrs", "10.0.0.0/33"],
+        ] {
+            assert!(parse(flags).is_err(), "{flags:?} accepted");
+        }
+        let args = parse(&["--deny-endpoint-cidrs", "192.168.0.0/24,fd00::/64"]).unwrap();
+        assert_eq!(args.deny_endpoint_cidrs.len(), 2);
+        assert_eq!(args.max_records_per_member, 2000);
+        assert_eq!(args.max_endpoints_per_member, 20_000);
+        assert_eq!(args.leader_retry_ms, 1000);
     }
 }

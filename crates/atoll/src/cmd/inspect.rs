@@ -43,9 +43,9 @@ pub struct Target {
     #[command(flatten)]
     pub clusters: MemberAndHub<LookingFrom>,
     /// The agents' heartbeat interval and withdrawal grace, in seconds.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub heartbeat_seconds: u64,
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600))]
     pub member_grace_seconds: u64,
 }
 
@@ -63,6 +63,11 @@ pub struct StatusArgs {
     pub target: Target,
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     pub output: Format,
+    /// The agents' per-member caps, to show what they leave out.
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_RECORDS)]
+    pub max_records_per_member: usize,
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_ENDPOINTS)]
+    pub max_endpoints_per_member: usize,
 }
 
 /// Arguments of `atoll explain`.
@@ -127,6 +132,8 @@ struct MemberRow {
     state: &'static str,
     exports: usize,
     last_error: String,
+    /// What of its publication this member's agent leaves out (`object (reason): why`).
+    ignored: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -193,11 +200,13 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             *exports.entry(id).or_default() += 1;
         }
     }
+    let mut ignored = ignored_by_member(&c, &args, &records.items).await?;
     let members = exports
         .into_iter()
         .map(|(id, exports)| {
             let (age, last_error) = beats.get(&id).cloned().unwrap_or((None, String::new()));
             MemberRow {
+                ignored: ignored.remove(&id).unwrap_or_default(),
                 exports,
                 state: match age {
                     None => "no heartbeat",
@@ -255,7 +264,63 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What of each member's publication this member's agent leaves out, judged as it judges
+/// (`atoll_core::audit`): its own Service CIDRs when this identity may read them.
+async fn ignored_by_member(
+    c: &Clients,
+    args: &StatusArgs,
+    records: &[ExportedService],
+) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
+    use atoll_api::hub::ExportedEndpointSlice;
+    use k8s_openapi::api::networking::v1::ServiceCIDR;
+    let copies = Api::<ExportedEndpointSlice>::all(c.hub.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing the members' endpoint copies on the hub")?;
+    let service_cidrs = Api::<ServiceCIDR>::all(c.member.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let policy = atoll_core::validate::AddressPolicy {
+        service_cidrs: service_cidrs
+            .iter()
+            .flat_map(|c| c.spec.iter().flat_map(|s| s.cidrs.iter().flatten()))
+            .filter_map(|c| c.parse().ok())
+            .collect(),
+        denied: Vec::new(),
+    };
+    let limits = atoll_core::caps::Limits {
+        records: args.max_records_per_member,
+        endpoints: args.max_endpoints_per_member,
+    };
+    fn arcs<T: Clone>(items: &[T]) -> Vec<std::sync::Arc<T>> {
+        items.iter().cloned().map(std::sync::Arc::new).collect()
+    }
+    let found = atoll_core::audit::audit(
+        &c.id,
+        &arcs(records),
+        &arcs(&copies.items),
+        &policy,
+        &limits,
+    );
+    Ok(found
+        .into_iter()
+        .map(|(member, findings)| {
+            let lines = findings
+                .into_iter()
+                .map(|f| format!("{} ({}): {}", f.object, f.reason, f.message))
+                .collect();
+            (member, lines)
+        })
+        .collect())
+}
+
+/// How many of a member's ignored objects the table lists (`-o json` has them all).
+const IGNORED_SHOWN: usize = 5;
+
 fn print_status(s: &Status) {
+    use atoll_core::text::printable;
     println!("ClusterSet members (seen from the hub, from {}):", s.member);
     println!(
         "  {:<20} {:>9} {:<13} {:>7}  LAST ERROR",
@@ -265,18 +330,28 @@ fn print_status(s: &Status) {
         let age = m
             .lease_age_seconds
             .map_or("-".to_owned(), |a| format!("{a}s"));
+        // Names and the last error are written by the members themselves: escaped.
         println!(
             "  {:<20} {:>9} {:<13} {:>7}  {}",
-            m.id,
+            printable(&m.id),
             age,
             m.state,
             m.exports,
             if m.last_error.is_empty() {
-                "-"
+                "-".to_owned()
             } else {
-                &m.last_error
+                printable(&m.last_error)
             }
         );
+        for line in m.ignored.iter().take(IGNORED_SHOWN) {
+            println!("      ignored: {}", printable(line));
+        }
+        if m.ignored.len() > IGNORED_SHOWN {
+            println!(
+                "      ... and {} more ignored (-o json lists them)",
+                m.ignored.len() - IGNORED_SHOWN
+            );
+        }
     }
     println!("Imports in {}:", s.member);
     println!(
@@ -286,14 +361,14 @@ fn print_status(s: &Status) {
     for i in &s.imports {
         println!(
             "  {:<40} {:<13} {:<18} {:<16} {}",
-            i.service,
+            printable(&i.service),
             i.r#type,
-            i.ips.join(","),
-            i.sources.join(","),
-            i.sources_condition
+            printable(&i.ips.join(",")),
+            printable(&i.sources.join(",")),
+            printable(&i.sources_condition)
         );
     }
-    println!("Cluster DNS of {}: {}", s.member, s.cluster_dns);
+    println!("Cluster DNS of {}: {}", s.member, printable(&s.cluster_dns));
 }
 
 /// What one member holds for `ns/name`.
@@ -399,14 +474,15 @@ pub async fn explain_service(args: ExplainArgs) -> anyhow::Result<bool> {
     let hops = explain(&facts);
     println!("{ns}/{name}, seen from {}:", c.id);
     for hop in &hops {
+        // Details quote what members wrote (records, names): escaped.
         println!(
             "  {} {:<28} {}",
             if hop.ok { "ok  " } else { "FAIL" },
             hop.name,
-            hop.detail
+            atoll_core::text::printable(&hop.detail)
         );
         if let Some(fix) = &hop.fix {
-            println!("       fix: {fix}");
+            println!("       fix: {}", atoll_core::text::printable(fix));
         }
     }
     match hops.iter().find(|h| !h.ok) {

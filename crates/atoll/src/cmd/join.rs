@@ -56,11 +56,11 @@ pub struct JoinArgs {
     /// yet (default: derived from its kube-system namespace uid).
     #[arg(long)]
     pub cluster_id: Option<String>,
-    /// Name of the ClusterSet.
+    /// Name of the ClusterSet (a label value: 1 to 63 characters).
     #[arg(long, default_value = "clusterset")]
     pub clusterset: String,
-    /// Lifetime of the hub token written for the agent, in seconds (the hub may shorten it;
-    /// re-run `atoll join` to renew).
+    /// Lifetime of the hub token written for the agent, in seconds, 600 to 2^32 (the hub may
+    /// shorten it; re-run `atoll join` to renew).
     #[arg(long, default_value_t = 365 * 24 * 3600)]
     pub token_seconds: i64,
     /// Create the agent's ServiceAccount and RBAC in the member. Say false where the Helm chart
@@ -246,6 +246,8 @@ pub async fn profile_properties(member: &Client) -> anyhow::Result<Vec<Property>
 
 /// `atoll join`.
 pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
+    // The flags first: a bad one must fail before anything is written on the hub.
+    membership::check_join_flags(&args.clusterset, args.token_seconds)?;
     let c = connect(&args.clusters).await?;
     let (facts, id) = facts(&c, &args).await?;
     let rejoin = facts.hub_namespace_owner.is_some();
@@ -405,7 +407,14 @@ pub async fn leave(args: LeaveArgs) -> anyhow::Result<()> {
     let Some(id) = property(&c.member, CLUSTER_ID_PROPERTY).await? else {
         bail!("this cluster has no ClusterProperty {CLUSTER_ID_PROPERTY}: it is not a member");
     };
-    let id = ClusterId::new(&id).with_context(|| format!("the member's cluster id {id:?}"))?;
+    // A reserved id (`inventory` would name the namespace of every ClusterProfile) is never
+    // acted on: leaving would delete what belongs to the whole ClusterSet.
+    let id = ClusterId::new(&id).with_context(|| {
+        format!(
+            "the member's cluster id {:?}; refusing to remove anything on the hub",
+            atoll_core::text::printable(&id)
+        )
+    })?;
     let uid = kube_system_uid(&c.member).await?;
     let hub_ns = hub::namespace_for(id.as_str());
     let owner = Api::<Namespace>::all(c.hub.clone())

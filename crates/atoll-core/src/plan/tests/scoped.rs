@@ -90,49 +90,100 @@ fn key(i: usize) -> ServiceKey {
     ServiceKey::new(NS, &format!("svc-{i}"))
 }
 
+/// Remote members: ids that are prefixes and suffixes of each other.
+const REMOTES: [&str; 4] = ["c3", "x-c3", "c3-x", "c4"];
+/// Namespaces a service may live in (both exist in the member).
+const NAMESPACES: [&str; 2] = [NS, "shop"];
+
 /// What one service is in a random world.
 #[derive(Clone, Debug)]
 struct Shape {
     local: bool,
-    /// Remote clusters exporting it, and whether they publish endpoints too.
+    /// Remote clusters exporting it (indexes into [`REMOTES`]), and whether they publish
+    /// endpoints too.
     remote: Vec<(usize, bool)>,
+    /// Its port; 0 and 70000 are out of range (a record with them is rejected).
     port: i32,
     /// Passes applied before the world is judged (0: nothing written yet).
     unexport_after: Option<usize>,
+    /// Its name gets a suffix with a dash that a cluster id also ends with (`svc-1-c3`).
+    dashed: bool,
+    /// It lives in the second namespace.
+    other_namespace: bool,
+    /// Its remote records claim 1970 (the hub created them at their usual time).
+    backdated: bool,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
     (
         any::<bool>(),
-        prop::collection::vec((1usize..4, any::<bool>()), 0..3),
-        prop::sample::select(vec![42, 43]),
+        prop::collection::vec((0usize..REMOTES.len(), any::<bool>()), 0..3),
+        prop::sample::select(vec![42, 43, 0, 70000]),
         prop::option::of(0usize..3),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
     )
-        .prop_map(|(local, remote, port, unexport_after)| Shape {
-            local,
-            remote,
-            port,
-            unexport_after,
-        })
+        .prop_map(
+            |(local, remote, port, unexport_after, (dashed, other_namespace, backdated))| Shape {
+                local,
+                remote,
+                port,
+                unexport_after,
+                dashed,
+                other_namespace,
+                backdated,
+            },
+        )
 }
 
-/// Builds the world, lets it run `passes` full passes, then unexports what should be.
-fn world_of(shapes: &[Shape], passes: usize) -> World {
+impl Shape {
+    fn name(&self, i: usize) -> String {
+        if self.dashed {
+            format!("svc-{i}-c3")
+        } else {
+            format!("svc-{i}")
+        }
+    }
+
+    fn namespace(&self) -> &'static str {
+        NAMESPACES[usize::from(self.other_namespace)]
+    }
+}
+
+/// Moves a record made in [`NS`] to `namespace`.
+fn moved_record(mut record: ExportedService, namespace: &str) -> ExportedService {
+    record.metadata.name = Some(hub::record_name(namespace, &record.spec.name));
+    record.spec.namespace = namespace.to_owned();
+    record
+}
+
+/// Builds the world, lets it run `passes` full passes, then unexports what should be; the
+/// remote member `withdrawn` (if any) is then left out of the view, as the liveness tracker
+/// leaves a withdrawn member out.
+fn world_of(shapes: &[Shape], passes: usize, withdrawn: Option<usize>) -> World {
     let mut world = World::new("c2");
+    upsert(&mut world.observed.namespaces, namespace("shop"), |n| {
+        &n.metadata
+    });
     for (i, s) in shapes.iter().enumerate() {
-        let name = format!("svc-{i}");
-        if s.local {
+        let name = s.name(i);
+        let ns = s.namespace();
+        if s.local && ns == NS {
             world.export_local(&name, &[&format!("10.2.{i}.1")]);
         }
         let svc = service(&name, &[("tcp", "TCP", s.port)], &["IPv4"]);
         for (index, endpoints) in &s.remote {
-            let cluster = format!("c{}", index + 2);
+            let cluster = REMOTES[*index];
             let created = i64::try_from(*index).unwrap_or_default();
-            let record = remote_record(&cluster, &name, created, &svc);
+            let mut record = moved_record(remote_record(cluster, &name, created, &svc), ns);
+            record.metadata.creation_timestamp = Some(at(created));
+            if s.backdated {
+                record.spec.export_created = Time(Timestamp::UNIX_EPOCH);
+            }
             upsert(&mut world.observed.records, record, |r| &r.metadata);
             if *endpoints {
-                let local = local_slice(&name, &["10.9.0.1"], TCP42);
-                let copy = crate::export::hub_slice(&cluster, NS, &name, &local);
+                let local = local_slice(&name, &["10.9.0.1", "127.0.0.1"], TCP42);
+                let mut copy = crate::export::hub_slice(cluster, ns, &name, &local);
+                copy.metadata.name = Some(hub::record_name(ns, &format!("{name}-abcde")));
                 upsert(&mut world.observed.hub_slices, copy, |c| &c.metadata);
             }
         }
@@ -140,7 +191,7 @@ fn world_of(shapes: &[Shape], passes: usize) -> World {
     for pass in 0..passes {
         for (i, s) in shapes.iter().enumerate() {
             if s.unexport_after == Some(pass) {
-                let k = ObjectKey::new(NS, &format!("svc-{i}"));
+                let k = ObjectKey::new(NS, &s.name(i));
                 remove(&mut world.observed.exports, &k, |e| &e.metadata);
                 world
                     .observed
@@ -149,6 +200,37 @@ fn world_of(shapes: &[Shape], passes: usize) -> World {
             }
         }
         world.step();
+    }
+    if let Some(index) = withdrawn {
+        let gone = REMOTES[index];
+        let o = &mut world.observed;
+        let services = o
+            .records
+            .iter()
+            .filter(|r| r.spec.cluster == gone)
+            .map(|r| crate::keys::of_record(r))
+            .collect();
+        o.sources = Some(Sources {
+            records: o
+                .records
+                .iter()
+                .filter(|r| r.spec.cluster != gone)
+                .cloned()
+                .collect(),
+            copies: o
+                .hub_slices
+                .iter()
+                .filter(|c| c.spec.cluster != gone)
+                .cloned()
+                .collect(),
+        });
+        o.liveness.withdrawn.insert(
+            gone.to_owned(),
+            crate::liveness::Withdrawal {
+                last_seen: at(1),
+                services,
+            },
+        );
     }
     world
 }
@@ -163,8 +245,9 @@ proptest! {
     fn passes_over_each_service_add_up_to_the_full_pass(
         shapes in prop::collection::vec(shape(), 1..5),
         passes in 0usize..4,
+        withdrawn in prop::option::of(0usize..REMOTES.len()),
     ) {
-        let world = world_of(&shapes, passes);
+        let world = world_of(&shapes, passes, withdrawn);
         let full = world.plan();
         let mut lines = Vec::new();
         let mut published = Published::new();
@@ -185,6 +268,21 @@ proptest! {
         prop_assert_eq!(&report.imported, &full.report.imported);
         let sorted = |v: &[ServiceKey]| v.iter().cloned().collect::<BTreeSet<_>>();
         prop_assert_eq!(sorted(&report.skipped), sorted(&full.report.skipped));
+        prop_assert_eq!(report.rejected.len(), full.report.rejected.len());
+        prop_assert_eq!(report.dropped.len(), full.report.dropped.len());
+    }
+}
+
+/// A service exported by nobody here, in the first namespace, on port 42.
+fn plain() -> Shape {
+    Shape {
+        local: false,
+        remote: Vec::new(),
+        port: 42,
+        unexport_after: None,
+        dashed: false,
+        other_namespace: false,
+        backdated: false,
     }
 }
 
@@ -192,13 +290,11 @@ proptest! {
 fn a_pass_over_one_service_merges_that_service_only() {
     let shapes: Vec<Shape> = (0..50)
         .map(|_| Shape {
-            local: false,
             remote: vec![(1, true), (2, true)],
-            port: 42,
-            unexport_after: None,
+            ..plain()
         })
         .collect();
-    let world = world_of(&shapes, 3);
+    let world = world_of(&shapes, 3, None);
     assert_eq!(world.plan().report.merged, 50);
     let one = scoped_plan(&world, &BTreeSet::from([key(7)]));
     assert_eq!(one.report.merged, 1);
@@ -209,16 +305,15 @@ fn a_pass_over_one_service_merges_that_service_only() {
 fn an_endpoint_change_in_one_service_is_planned_by_a_pass_over_it_alone() {
     let shapes: Vec<Shape> = (0..20)
         .map(|_| Shape {
-            local: false,
-            remote: vec![(1, true)],
-            port: 42,
-            unexport_after: None,
+            remote: vec![(0, true)],
+            ..plain()
         })
         .collect();
-    let mut world = world_of(&shapes, 3);
+    let mut world = world_of(&shapes, 3, None);
     assert_eq!(world.plan().writes(), 0);
     let local = local_slice("svc-4", &["10.9.0.1", "10.9.0.2"], TCP42);
-    let copy = crate::export::hub_slice("c3", NS, "svc-4", &local);
+    let mut copy = crate::export::hub_slice("c3", NS, "svc-4", &local);
+    copy.metadata.name = Some(hub::record_name(NS, "svc-4-abcde"));
     upsert(&mut world.observed.hub_slices, copy, |c| &c.metadata);
 
     let scoped = scoped_plan(&world, &BTreeSet::from([key(4)]));

@@ -1,0 +1,258 @@
+//! Per-member caps on what an importer takes from the hub.
+//!
+//! Every record costs every importer a ClusterIP (its derived Service) and every endpoint a
+//! place in an MCS slice, so one member publishing without bound could exhaust the Service
+//! CIDR, the memory and the apiserver of every cluster. An importer therefore takes at most
+//! [`Limits::records`] records and [`Limits::endpoints`] endpoints (in endpoint copies) from each
+//! member: the oldest on the hub first (by the hub's creation time, then name, the same order
+//! in every importer), so a member that goes over the limit only loses what it published last
+//! and what it had keeps working.
+//!
+//! This runs on the whole view of the hub, before a pass is restricted to some services: whether
+//! one service's record is taken depends on the member's other records. [`Caps`] remembers what
+//! it left out, so a pass can mark the services whose part changed without an event of theirs
+//! (a record deleted makes room for another service's).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
+use atoll_api::keys::{ObjectKey, ServiceKey};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::keys::{of_copy, of_record};
+use crate::validate::Reason;
+
+/// How much an importer takes from each member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Records (exported services) per member.
+    pub records: usize,
+    /// Endpoints, over all of a member's endpoint copies.
+    pub endpoints: usize,
+}
+
+impl Limits {
+    pub const DEFAULT_RECORDS: usize = 2000;
+    pub const DEFAULT_ENDPOINTS: usize = 20_000;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            records: Self::DEFAULT_RECORDS,
+            endpoints: Self::DEFAULT_ENDPOINTS,
+        }
+    }
+}
+
+/// A member over a limit, and what of it was left out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OverLimit {
+    pub cluster: String,
+    /// [`Reason::TooManyRecords`] or [`Reason::TooManyEndpoints`].
+    pub reason: Reason,
+    /// Records, or endpoints, the member publishes.
+    pub published: usize,
+    pub limit: usize,
+    /// Objects (records or copies) left out.
+    pub ignored: usize,
+    /// The services of what was left out.
+    pub services: BTreeSet<ServiceKey>,
+}
+
+impl OverLimit {
+    /// For people: what the member does and what the importer leaves out.
+    pub fn message(&self) -> String {
+        let (what, objects) = match self.reason {
+            Reason::TooManyRecords => ("records", "records"),
+            _ => ("endpoints", "endpoint copies"),
+        };
+        format!(
+            "member {} publishes {} {what}, more than the limit of {}: its {} newest {objects} are ignored",
+            self.cluster, self.published, self.limit, self.ignored
+        )
+    }
+}
+
+/// What the caps let through.
+#[derive(Clone, Debug, Default)]
+pub struct Admitted {
+    pub records: Vec<Arc<ExportedService>>,
+    pub copies: Vec<Arc<ExportedEndpointSlice>>,
+    pub over: Vec<OverLimit>,
+    /// Services whose objects were taken in one pass and left out in the other.
+    pub touched: BTreeSet<ServiceKey>,
+}
+
+/// The member whose hub namespace holds an object.
+fn member(meta: &ObjectMeta) -> Option<&str> {
+    meta.namespace
+        .as_deref()?
+        .strip_prefix(hub::NAMESPACE_PREFIX)
+}
+
+/// Oldest on the hub first, then by name.
+fn age_order(meta: &ObjectMeta) -> (Option<k8s_openapi::jiff::Timestamp>, Option<&str>) {
+    (
+        meta.creation_timestamp.as_ref().map(|t| t.0),
+        meta.name.as_deref(),
+    )
+}
+
+/// Objects of each member (in the view's order).
+fn by_member<T>(
+    objects: &[Arc<T>],
+    meta: impl Fn(&T) -> &ObjectMeta,
+) -> BTreeMap<&str, Vec<&Arc<T>>> {
+    let mut members: BTreeMap<&str, Vec<&Arc<T>>> = BTreeMap::new();
+    for object in objects {
+        if let Some(m) = member(meta(object)) {
+            members.entry(m).or_default().push(object);
+        }
+    }
+    members
+}
+
+/// Puts a member's objects in the order they count against its limit (only a member over a
+/// limit needs it: every pass runs the caps over the whole view).
+fn oldest_first<T>(list: &mut [&Arc<T>], meta: impl Fn(&T) -> &ObjectMeta) {
+    list.sort_by(|a, b| age_order(meta(a)).cmp(&age_order(meta(b))));
+}
+
+/// The objects the limits left out, by kind (a record and a copy may share a name), with
+/// their services.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ignored {
+    pub records: BTreeMap<ObjectKey, ServiceKey>,
+    pub copies: BTreeMap<ObjectKey, ServiceKey>,
+}
+
+/// What of `records` and `copies` the limits let through, and which objects they left out.
+pub fn admit(
+    limits: &Limits,
+    records: &[Arc<ExportedService>],
+    copies: &[Arc<ExportedEndpointSlice>],
+) -> (Admitted, Ignored) {
+    let mut ignored = Ignored::default();
+    let mut over = Vec::new();
+    for (cluster, mut list) in by_member(records, |r| &r.metadata) {
+        if list.len() <= limits.records {
+            continue;
+        }
+        oldest_first(&mut list, |r| &r.metadata);
+        let left_out = &list[limits.records..];
+        ignored.records.extend(
+            left_out
+                .iter()
+                .map(|r| (ObjectKey::of(&r.metadata), of_record(r))),
+        );
+        over.push(OverLimit {
+            cluster: cluster.to_owned(),
+            reason: Reason::TooManyRecords,
+            published: list.len(),
+            limit: limits.records,
+            ignored: left_out.len(),
+            services: left_out.iter().map(|r| of_record(r)).collect(),
+        });
+    }
+    for (cluster, mut list) in by_member(copies, |c| &c.metadata) {
+        let published: usize = list.iter().map(|c| c.spec.endpoints.len()).sum();
+        if published <= limits.endpoints {
+            continue;
+        }
+        oldest_first(&mut list, |c| &c.metadata);
+        // The oldest copies up to the limit; from the first that does not fit, none.
+        let mut taken = 0usize;
+        let fits = list
+            .iter()
+            .take_while(|c| {
+                taken += c.spec.endpoints.len();
+                taken <= limits.endpoints
+            })
+            .count();
+        let left_out = &list[fits..];
+        ignored.copies.extend(
+            left_out
+                .iter()
+                .map(|c| (ObjectKey::of(&c.metadata), of_copy(c))),
+        );
+        over.push(OverLimit {
+            cluster: cluster.to_owned(),
+            reason: Reason::TooManyEndpoints,
+            published,
+            limit: limits.endpoints,
+            ignored: left_out.len(),
+            services: left_out.iter().map(|c| of_copy(c)).collect(),
+        });
+    }
+    let kept = |left_out: &BTreeMap<ObjectKey, ServiceKey>, meta: &ObjectMeta| {
+        left_out.is_empty() || !left_out.contains_key(&ObjectKey::of(meta))
+    };
+    let admitted = Admitted {
+        records: records
+            .iter()
+            .filter(|r| kept(&ignored.records, &r.metadata))
+            .cloned()
+            .collect(),
+        copies: copies
+            .iter()
+            .filter(|c| kept(&ignored.copies, &c.metadata))
+            .cloned()
+            .collect(),
+        over,
+        touched: BTreeSet::new(),
+    };
+    (admitted, ignored)
+}
+
+/// The caps of one importer, remembering what they left out in the last pass.
+#[derive(Clone, Debug, Default)]
+pub struct Caps {
+    limits: Limits,
+    ignored: Ignored,
+}
+
+/// The services of the objects in one of `a` and `b` but not the other.
+fn changed(
+    a: &BTreeMap<ObjectKey, ServiceKey>,
+    b: &BTreeMap<ObjectKey, ServiceKey>,
+    into: &mut BTreeSet<ServiceKey>,
+) {
+    for (key, service) in a.iter().chain(b) {
+        if a.contains_key(key) != b.contains_key(key) {
+            into.insert(service.clone());
+        }
+    }
+}
+
+impl Caps {
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            ignored: Ignored::default(),
+        }
+    }
+
+    /// What of the view the limits let through now, with the services whose part changed
+    /// since the last call.
+    pub fn admit(
+        &mut self,
+        records: &[Arc<ExportedService>],
+        copies: &[Arc<ExportedEndpointSlice>],
+    ) -> Admitted {
+        let (mut admitted, ignored) = admit(&self.limits, records, copies);
+        changed(
+            &ignored.records,
+            &self.ignored.records,
+            &mut admitted.touched,
+        );
+        changed(&ignored.copies, &self.ignored.copies, &mut admitted.touched);
+        self.ignored = ignored;
+        admitted
+    }
+}
+
+#[cfg(test)]
+#[path = "caps_tests.rs"]
+mod tests;
