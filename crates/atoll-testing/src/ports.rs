@@ -25,7 +25,10 @@ const fn setting(name: &str) -> u16 {
             let mut digits = 0;
             while k < text.len() && text[k].is_ascii_digit() {
                 value = value * 10 + (text[k] - b'0') as u32;
-                assert!(value <= u16::MAX as u32, "hack/ports.env: a port above 65535");
+                assert!(
+                    value <= u16::MAX as u32,
+                    "hack/ports.env: a port above 65535"
+                );
                 k += 1;
                 digits += 1;
             }
