@@ -32,6 +32,7 @@ pub mod membership;
 pub mod merge;
 pub mod namespaces;
 pub mod plan;
+pub mod reconciler;
 #[cfg(test)]
 mod test_support;
 pub mod trust;
