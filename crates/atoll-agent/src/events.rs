@@ -1,11 +1,40 @@
 //! Kubernetes Events on ServiceExports. What to announce is decided by the plan
-//! (`atoll_core::announce`); this publishes it.
+//! (`atoll_core::announce`); this publishes it, as every other write, only while this replica
+//! leads and within what is left of its leadership (the [`Fence`]).
 
 use atoll_api::keys::ObjectKey;
 use atoll_core::announce::Announcement;
 use atoll_core::plan::{ExportStatus, ImportStatus, Rejected};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
+
+use crate::fence::Fence;
+
+/// Publishes Events for the leader.
+#[derive(Clone)]
+pub struct Announcer {
+    pub recorder: Recorder,
+    pub fence: Fence,
+}
+
+impl std::fmt::Debug for Announcer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Announcer").finish_non_exhaustive()
+    }
+}
+
+impl Announcer {
+    /// Publishes `event` about `reference` if this replica may write now, within its budget.
+    async fn publish(&self, event: &Event, reference: &ObjectReference) -> Result<(), String> {
+        let Some(budget) = self.fence.budget(std::time::Instant::now()) else {
+            return Err("not leading: Event not sent".to_owned());
+        };
+        match tokio::time::timeout(budget, self.recorder.publish(event, reference)).await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("timed out after {budget:?}")),
+        }
+    }
+}
 
 fn event(announcement: &Announcement) -> Event {
     Event {
@@ -22,7 +51,7 @@ fn event(announcement: &Announcement) -> Event {
 }
 
 /// Publishes the Events of one export's status change. A failed Event is logged, never fatal.
-pub async fn publish(recorder: &Recorder, status: &ExportStatus) {
+pub async fn publish(to: &Announcer, status: &ExportStatus) {
     if status.announcements.is_empty() {
         return;
     }
@@ -35,26 +64,21 @@ pub async fn publish(recorder: &Recorder, status: &ExportStatus) {
         ..Default::default()
     };
     for announcement in &status.announcements {
-        if let Err(error) = recorder.publish(&event(announcement), &reference).await {
+        if let Err(error) = to.publish(&event(announcement), &reference).await {
             tracing::warn!(%error, export = %status.key, reason = %announcement.reason, "publishing an Event failed");
         }
     }
 }
 
 /// Publishes the Events of one import's status change (a source cluster withdrawn or back).
-pub async fn publish_on_import(recorder: &Recorder, status: &ImportStatus) {
+pub async fn publish_on_import(to: &Announcer, status: &ImportStatus) {
     for announcement in &status.announcements {
-        announce_on(recorder, "ServiceImport", &status.key, announcement).await;
+        announce_on(to, "ServiceImport", &status.key, announcement).await;
     }
 }
 
 /// Publishes one Event on the MCS object `kind` `key`. A failed Event is logged, never fatal.
-pub async fn announce_on(
-    recorder: &Recorder,
-    kind: &str,
-    key: &ObjectKey,
-    announcement: &Announcement,
-) {
+pub async fn announce_on(to: &Announcer, kind: &str, key: &ObjectKey, announcement: &Announcement) {
     let reference = ObjectReference {
         api_version: Some("multicluster.x-k8s.io/v1beta1".to_owned()),
         kind: Some(kind.to_owned()),
@@ -62,7 +86,7 @@ pub async fn announce_on(
         name: Some(key.name.clone()),
         ..Default::default()
     };
-    if let Err(error) = recorder.publish(&event(announcement), &reference).await {
+    if let Err(error) = to.publish(&event(announcement), &reference).await {
         tracing::warn!(%error, object = %key, reason = %announcement.reason, "publishing an Event failed");
     }
 }
@@ -70,7 +94,7 @@ pub async fn announce_on(
 /// A Warning Event about a hub record this member will not use, on the member's own id
 /// ClusterProperty (so `kubectl describe clusterproperty cluster.clusterset.k8s.io` and
 /// `kubectl get events -n default` show it): members cannot write Events on the hub.
-pub async fn announce_rejected(recorder: &Recorder, rejected: &Rejected) {
+pub async fn announce_rejected(to: &Announcer, rejected: &Rejected) {
     let reference = ObjectReference {
         api_version: Some("about.k8s.io/v1beta1".to_owned()),
         kind: Some("ClusterProperty".to_owned()),
@@ -95,7 +119,7 @@ pub async fn announce_rejected(recorder: &Recorder, rejected: &Rejected) {
             ..Default::default()
         }),
     };
-    if let Err(error) = recorder.publish(&event, &reference).await {
+    if let Err(error) = to.publish(&event, &reference).await {
         tracing::warn!(%error, record = %rejected.record, "publishing an Event failed");
     }
 }

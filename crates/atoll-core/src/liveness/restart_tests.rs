@@ -223,9 +223,7 @@ fn staleness_carries_over_a_restart() {
     let start = Instant::now();
     let mut hub = Hub::new();
     let mut first = Tracker::new("c1", settings());
-    let view = run(&mut first, &mut hub, start, (0, 40, 10), |t, h| {
-        c2_at(h, t.min(0) + 1)
-    });
+    let view = run(&mut first, &mut hub, start, (0, 40, 10), |_, h| c2_at(h, 1));
     assert!(view.liveness.stale.contains_key("c2"));
     let kept = first.persisted();
     assert_eq!(kept.sources["c2"].standing, Some(Standing::Stale));
