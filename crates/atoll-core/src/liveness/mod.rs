@@ -43,8 +43,8 @@ pub use heartbeat::{
     Beat, Claim, Heartbeat, MAX_ADVERTISED, copy_claim_name, digest, next_beat, next_epoch,
     publication_digest, record_claim_name,
 };
-pub use persisted::{MAX_SERVICES, Persisted, PersistedSource, Standing};
-use source::{Published, Source, Verdict, changed_services, services_of};
+pub use persisted::{MAX_SERVICES, Persisted, PersistedSource, Standing, Verdict};
+use source::{Published, Source, State, changed_services, services_of};
 
 /// How liveness is judged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -308,19 +308,19 @@ impl Tracker {
                 soonest(self.settings.blind_after.saturating_sub(age));
             }
             let verdict = if own || blind {
-                Verdict::Live
+                State::Live
             } else if source.withdrawn_until_beat || age > grace {
-                Verdict::Withdrawn
+                State::Withdrawn
             } else if age > stale_after {
-                Verdict::Stale
+                State::Stale
             } else {
-                Verdict::Live
+                State::Live
             };
             if verdict != source.verdict {
                 services_of(source.held.as_ref(), &mut view.touched);
                 source.verdict = verdict;
             }
-            if verdict == Verdict::Withdrawn {
+            if verdict == State::Withdrawn {
                 view.liveness.withdrawn.insert(
                     cluster.clone(),
                     Withdrawal {
@@ -330,7 +330,7 @@ impl Tracker {
                 );
                 continue;
             }
-            if verdict == Verdict::Stale {
+            if verdict == State::Stale {
                 view.liveness
                     .stale
                     .insert(cluster.clone(), source.last_change_wall.clone());

@@ -53,6 +53,10 @@ pub struct PersistedSource {
     /// The newest claim epoch accepted from it; older claims are never taken again.
     #[serde(default)]
     pub accepted_epoch: u64,
+    /// Since when its hub objects have not matched its claim, once that lasted longer than
+    /// the grace (the importer imports the last matching set meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmatched: Option<Time>,
     /// The services it exported when withdrawn.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub services: BTreeSet<ServiceKey>,
@@ -69,7 +73,34 @@ impl PersistedSource {
     }
 }
 
+/// How the agent that kept the decisions judges a source cluster (what `atoll status` and
+/// `atoll explain` report: the agent's verdict, never one recomputed from remote clocks).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Imported; nothing kept about it.
+    Live,
+    /// Late but imported, since (the importer's wall clock) its heartbeat last moved.
+    Stale(Option<Time>),
+    /// Not imported; its heartbeat last moved then.
+    Withdrawn(Option<Time>),
+    /// Its hub objects have not matched its claim since then; the last matching set is imported.
+    Unmatched(Time),
+}
+
 impl Persisted {
+    /// The verdict on `cluster`.
+    pub fn verdict(&self, cluster: &str) -> Verdict {
+        let Some(s) = self.sources.get(cluster) else {
+            return Verdict::Live;
+        };
+        match (s.standing, &s.unmatched) {
+            (Some(Standing::Withdrawn), _) => Verdict::Withdrawn(s.since.clone()),
+            (Some(Standing::Stale), _) => Verdict::Stale(s.since.clone()),
+            (None, Some(since)) => Verdict::Unmatched(since.clone()),
+            (None, None) => Verdict::Live,
+        }
+    }
+
     /// Parses what an agent kept; `None` when it is not ours to read (malformed, or a newer
     /// format).
     pub fn parse(text: &str) -> Option<Self> {
@@ -85,11 +116,25 @@ impl Persisted {
     /// Whether `other` differs in a decision a successor must not lose: a standing, or the beat
     /// or time it was judged at. (Accepted epochs alone may be kept later, in a batch.)
     pub fn decisions_differ(&self, other: &Self) -> bool {
-        let decisions = |p: &Self| -> Vec<(String, Option<Standing>, Beat, Option<Time>)> {
+        type Decision = (String, Option<Standing>, Beat, Option<Time>, Option<Time>);
+        let decisions = |p: &Self| -> Vec<Decision> {
             p.sources
                 .iter()
-                .filter(|(_, s)| s.standing.is_some())
-                .map(|(c, s)| (c.clone(), s.standing, s.judged_beat(), s.since.clone()))
+                .filter(|(_, s)| s.standing.is_some() || s.unmatched.is_some())
+                .map(|(c, s)| {
+                    let beat = if s.standing.is_some() {
+                        s.judged_beat()
+                    } else {
+                        Beat::Missing
+                    };
+                    (
+                        c.clone(),
+                        s.standing,
+                        beat,
+                        s.since.clone(),
+                        s.unmatched.clone(),
+                    )
+                })
                 .collect()
         };
         decisions(self) != decisions(other)

@@ -18,7 +18,7 @@ pub(super) type Published = (Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpoint
 
 /// How a source cluster counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum State {
     #[default]
     Live,
     Stale,
@@ -115,7 +115,7 @@ pub(super) struct Source {
     pub unmatched_since: Option<(Instant, Time)>,
     /// Set once they have not matched for longer than the grace: since when (wall).
     pub unmatched_reported: Option<Time>,
-    pub verdict: Verdict,
+    pub verdict: State,
     /// The services a predecessor recorded for it when withdrawing it.
     restored_services: BTreeSet<ServiceKey>,
     digest: DigestCache,
@@ -135,7 +135,7 @@ impl Source {
             pinned: false,
             unmatched_since: None,
             unmatched_reported: None,
-            verdict: Verdict::Live,
+            verdict: State::Live,
             restored_services: BTreeSet::new(),
             digest: DigestCache::default(),
         }
@@ -153,7 +153,7 @@ impl Source {
         match kept.standing {
             Some(Standing::Withdrawn) => {
                 source.withdrawn_until_beat = true;
-                source.verdict = Verdict::Withdrawn;
+                source.verdict = State::Withdrawn;
                 source.restored_services = kept.services.clone();
             }
             Some(Standing::Stale) => {
@@ -167,7 +167,7 @@ impl Source {
                     .map_or(Duration::ZERO, Duration::from_millis)
                     .min(grace);
                 source.last_change = now.checked_sub(elapsed).unwrap_or(now);
-                source.verdict = Verdict::Stale;
+                source.verdict = State::Stale;
             }
             None => {}
         }
@@ -177,11 +177,11 @@ impl Source {
     /// What a successor must know of this cluster, if anything.
     pub fn persisted(&self) -> Option<PersistedSource> {
         let standing = match self.verdict {
-            Verdict::Live => None,
-            Verdict::Stale => Some(Standing::Stale),
-            Verdict::Withdrawn => Some(Standing::Withdrawn),
+            State::Live => None,
+            State::Stale => Some(Standing::Stale),
+            State::Withdrawn => Some(Standing::Withdrawn),
         };
-        if standing.is_none() && self.accepted_epoch == 0 {
+        if standing.is_none() && self.accepted_epoch == 0 && self.unmatched_reported.is_none() {
             return None;
         }
         let (beat, lease_version) = match standing {
@@ -194,6 +194,7 @@ impl Source {
             standing,
             since: standing.map(|_| self.last_change_wall.clone()),
             accepted_epoch: self.accepted_epoch,
+            unmatched: self.unmatched_reported.clone(),
             services: if standing == Some(Standing::Withdrawn) {
                 self.exported_services()
                     .into_iter()
