@@ -45,7 +45,7 @@ log "Helm chart: server-side dry-run on the local apiservers, CRD no-downgrade r
 "$HACK_DIR/chart.sh" dry-run 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
 # End-to-end tests that stop parts of the ClusterSet (agents, a control plane) run last, after
 # the upstream suite: a restarted kwok control plane takes minutes to schedule pods again.
-disruptive=(restart failsafe failover membership liveness)
+disruptive=(restart failsafe failover membership liveness faults)
 gentle=()
 for t in crates/atoll-e2e/tests/*.rs; do
   t=$(basename "$t" .rs)
