@@ -99,6 +99,12 @@ pub async fn run_loop(
             wall: Time(Timestamp::now()),
             leading: fence.leading(started),
         };
+        // A replica that becomes the leader continues from what its predecessor decided.
+        if reconciler.gains_leadership(&tick)
+            && let Some(kept) = read_kept(config).await
+        {
+            reconciler.adopt(&kept);
+        }
         let step = reconciler.step(&tick, stores.snapshot(), &stores.leases.state());
         report::liveness(m, &step);
         reported.log(reconciler.report());

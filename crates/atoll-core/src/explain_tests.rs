@@ -122,6 +122,7 @@ fn a_conflict_is_named_with_the_winner() {
 fn kept(cluster: &str, source: crate::liveness::PersistedSource) -> crate::liveness::Persisted {
     crate::liveness::Persisted {
         format: 1,
+        reserved: 0,
         sources: [(cluster.to_owned(), source)].into(),
     }
 }

@@ -207,10 +207,25 @@ impl Tracker {
         tracker
     }
 
+    /// Takes over what a predecessor decided since this tracker last looked (a standby that
+    /// becomes the leader): clusters it withdrew stay withdrawn until they beat again, and no
+    /// claim older than one it accepted counts.
+    pub fn adopt(&mut self, persisted: &Persisted) {
+        for (cluster, kept) in &persisted.sources {
+            if cluster == &self.own {
+                continue;
+            }
+            if let Some(source) = self.sources.get_mut(cluster) {
+                source.adopt(kept);
+            }
+        }
+    }
+
     /// What a successor needs to continue from this tracker's decisions.
     pub fn persisted(&self) -> Persisted {
         Persisted {
             format: persisted::FORMAT,
+            reserved: 0,
             sources: self
                 .sources
                 .iter()
@@ -307,15 +322,25 @@ impl Tracker {
             if own && !blind {
                 soonest(self.settings.blind_after.saturating_sub(age));
             }
-            let verdict = if own || blind {
+            // A withdrawn cluster stays withdrawn until it beats again, whatever else happens
+            // (this importer blind, seeing again, restarting); while blind, nothing else
+            // changes either.
+            let verdict = if own {
                 State::Live
-            } else if source.withdrawn_until_beat || age > grace {
+            } else if source.withdrawn_until_beat {
+                State::Withdrawn
+            } else if blind {
+                source.verdict
+            } else if age > grace {
                 State::Withdrawn
             } else if age > stale_after {
                 State::Stale
             } else {
                 State::Live
             };
+            if verdict == State::Withdrawn {
+                source.withdrawn_until_beat = true;
+            }
             if verdict != source.verdict {
                 services_of(source.held.as_ref(), &mut view.touched);
                 source.verdict = verdict;

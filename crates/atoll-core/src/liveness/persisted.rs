@@ -25,6 +25,15 @@ pub struct Persisted {
     pub format: u32,
     #[serde(default)]
     pub sources: BTreeMap<String, PersistedSource>,
+    /// The end of the last block of beats and claim epochs this member's leaders reserved:
+    /// every later leader starts above it, so what the member writes on its heartbeat Lease
+    /// only grows, whatever happens to the hub or to its clocks.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reserved: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How a source cluster stands, beyond live.
@@ -114,8 +123,12 @@ impl Persisted {
     }
 
     /// Whether `other` differs in a decision a successor must not lose: a standing, or the beat
-    /// or time it was judged at. (Accepted epochs alone may be kept later, in a batch.)
+    /// or time it was judged at, an unmatched claim, a reservation. (Accepted epochs alone may
+    /// be kept later, in a batch.)
     pub fn decisions_differ(&self, other: &Self) -> bool {
+        if self.reserved != other.reserved {
+            return true;
+        }
         type Decision = (String, Option<Standing>, Beat, Option<Time>, Option<Time>);
         let decisions = |p: &Self| -> Vec<Decision> {
             p.sources

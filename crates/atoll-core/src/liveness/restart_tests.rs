@@ -370,6 +370,7 @@ fn an_unmatched_claim_is_reported_after_the_grace_while_the_last_matching_set_st
 fn kept_decisions_round_trip_and_epochs_alone_are_no_decision() {
     let mut kept = Persisted {
         format: 1,
+        reserved: 0,
         sources: BTreeMap::from([(
             "c2".to_owned(),
             PersistedSource {
@@ -398,4 +399,48 @@ fn kept_decisions_round_trip_and_epochs_alone_are_no_decision() {
         s.standing = None;
     }
     assert!(kept.decisions_differ(&later));
+}
+
+#[test]
+fn a_withdrawn_cluster_stays_withdrawn_through_blindness_until_it_beats() {
+    // Found by the fault simulation: this importer's own heartbeat stopped (no leader for a
+    // while), so it was blind; blindness counted every cluster live and seeing again restarted
+    // every clock, so a dead cluster's endpoints came back.
+    let start = Instant::now();
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let at = |s: u64| start + Duration::from_secs(s);
+    let c2 = |h: &Hub| c2_at(h, 1);
+    let mut view = View::default();
+    for t in (0..=80).step_by(10) {
+        let mut leases = hub.renew(&["c1"]);
+        leases.push(c2(&hub));
+        view = tracker.update(at(t), &wall(t), &leases, &hub.records, &hub.copies);
+    }
+    assert!(view.liveness.withdrawn.contains_key("c2"));
+    // Blind: our own Lease stops moving for 40 s.
+    let own_frozen = hub.renew(&["c1"]);
+    for t in (90..=130).step_by(10) {
+        let mut leases = own_frozen.clone();
+        leases.push(c2(&hub));
+        view = tracker.update(at(t), &wall(t), &leases, &hub.records, &hub.copies);
+        assert!(
+            view.liveness.withdrawn.contains_key("c2"),
+            "at {t} s (blind: {})",
+            view.liveness.blind
+        );
+    }
+    assert!(view.liveness.blind);
+    // Seeing again: still withdrawn.
+    let mut leases = hub.renew(&["c1"]);
+    leases.push(c2(&hub));
+    let view = tracker.update(at(140), &wall(140), &leases, &hub.records, &hub.copies);
+    assert!(!view.liveness.blind);
+    assert!(view.liveness.withdrawn.contains_key("c2"));
+    assert_eq!(services(&view), ["a"]);
+    // It beats: back.
+    let mut leases = hub.renew(&["c1"]);
+    leases.push(c2_at(&hub, 2));
+    let view = tracker.update(at(141), &wall(141), &leases, &hub.records, &hub.copies);
+    assert_eq!(services(&view), ["a", "b"]);
 }

@@ -174,6 +174,18 @@ impl Source {
         source
     }
 
+    /// Takes over a predecessor's decision on this cluster: withdrawn, unless it has beaten
+    /// since the predecessor judged it; its accepted epoch, if higher.
+    pub fn adopt(&mut self, kept: &PersistedSource) {
+        if kept.standing == Some(Standing::Withdrawn) && !self.last_beat.renews(&kept.judged_beat())
+        {
+            self.withdrawn_until_beat = true;
+        }
+        if kept.accepted_epoch > self.accepted_epoch {
+            self.accepted_epoch = kept.accepted_epoch;
+        }
+    }
+
     /// What a successor must know of this cluster, if anything.
     pub fn persisted(&self) -> Option<PersistedSource> {
         let standing = match self.verdict {
@@ -206,7 +218,10 @@ impl Source {
         })
     }
 
-    /// Takes in its Lease as seen now: a renewal restarts its clock.
+    /// Takes in its Lease as seen now: a renewal (a beat above every one seen before) restarts
+    /// its clock. A Lease restored from a backup, however many times, carries a beat seen
+    /// before and is no heartbeat; the member's own beats only grow, across restarts, new
+    /// leaders and restores (see `crate::reconciler::HeartbeatBook`).
     pub fn observe_beat(&mut self, heartbeat: &Heartbeat, now: Instant, wall: &Time) {
         if heartbeat.beat.renews(&self.last_beat) {
             self.last_change = now;
@@ -239,7 +254,8 @@ impl Source {
         wall: &Time,
         grace: Duration,
     ) -> Judged {
-        // The newest claim wins; an older one (a Lease restored from a backup) is ignored.
+        // The newest claim wins; an older one (a Lease restored from a backup) is ignored, and
+        // none older than one accepted counts (so objects restored with it are never taken).
         if let Some(seen) = &heartbeat.claim
             && self.claim.as_ref().is_none_or(|c| seen.epoch >= c.epoch)
         {

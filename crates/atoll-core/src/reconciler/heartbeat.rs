@@ -1,7 +1,14 @@
 //! When the leader renews its member's heartbeat Lease on the hub, and what it writes: every
-//! interval, and at once when what it claims changes. The claim's epoch continues from the
-//! newest one written or found on the Lease (a new leader takes over from its predecessor's),
-//! and the beat only grows (see `crate::liveness`).
+//! interval, and at once when what it claims changes.
+//!
+//! What a member writes there only grows: each leadership term reserves a block of beats in the
+//! member's own ConfigMap (the kept state: the hub can be restored from a backup, the member's
+//! cluster is the member's) before its first renewal, starting above the last block reserved,
+//! above what the Lease holds and at least at the wall clock in milliseconds (so a member that
+//! never reserved a block, or was joined by `atoll join`, still starts above what came before).
+//! Beats count up within the block; a claim's epoch is the beat it was first written with. So
+//! importers can hold beats and epochs to "only ever higher" without stranding a live member:
+//! restarts, new leaders, restored hubs and clocks set back all leave them growing.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +19,11 @@ use atoll_api::hub::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use serde_json::{Value, json};
 
-use crate::liveness::{Beat, Claim, Heartbeat, next_beat, next_epoch};
+use crate::liveness::{Beat, Claim, Heartbeat};
+
+/// Beats (and epochs) one leadership term may use before it reserves more: at one renewal a
+/// second, twelve days.
+pub const BLOCK: u64 = 1 << 20;
 
 /// A renewal to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,13 +32,24 @@ pub struct Renewal {
     pub beat: u64,
 }
 
-/// What the heartbeat has written.
+/// A reserved run of beats: the next one to use, and the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Block {
+    next: u64,
+    last: u64,
+}
+
+/// What the heartbeat has written, and the beats it may still use.
 #[derive(Clone, Debug, Default)]
 pub struct HeartbeatBook {
     /// The last renewal the hub accepted, and when.
     written: Option<(Renewal, Instant)>,
     /// A renewal handed to the writer and not yet answered.
     pending: Option<Renewal>,
+    /// The block in use (kept in the member).
+    block: Option<Block>,
+    /// A block being reserved (its write not answered yet).
+    reserving: Option<Block>,
 }
 
 fn millis(wall: &Time) -> u64 {
@@ -35,17 +57,44 @@ fn millis(wall: &Time) -> u64 {
 }
 
 impl HeartbeatBook {
-    /// The renewal due at `now`, if one is: none was accepted yet, the interval passed, or
-    /// the claimed digest differs from the last one written. `lease` is the member's own Lease
-    /// as the hub holds it now.
-    pub fn due(
-        &mut self,
-        digest: &str,
-        lease: &Heartbeat,
-        interval: Duration,
-        now: Instant,
-        wall: &Time,
-    ) -> Option<Renewal> {
+    /// The reservation this term needs before it may renew, if it needs one: the end of the
+    /// new block. `reserved` is the end of the last block kept in the member, `lease` the
+    /// member's own Lease as the hub holds it now.
+    pub fn reservation(&mut self, reserved: u64, lease: &Heartbeat, wall: &Time) -> Option<u64> {
+        let exhausted = self.block.is_none_or(|b| b.next > b.last);
+        if !exhausted {
+            return None;
+        }
+        if let Some(pending) = self.reserving {
+            return Some(pending.last);
+        }
+        let on_lease = match lease.beat {
+            Beat::Counter(b) => b,
+            _ => 0,
+        };
+        let claimed = lease.claim.as_ref().map_or(0, |c| c.epoch);
+        let written = self.written.as_ref().map_or(0, |(r, _)| r.beat);
+        let start = (reserved.max(on_lease).max(claimed).max(written) + 1).max(millis(wall));
+        let block = Block {
+            next: start,
+            last: start.saturating_add(BLOCK - 1),
+        };
+        self.reserving = Some(block);
+        Some(block.last)
+    }
+
+    /// The writer's answer to the reservation.
+    pub fn reserved(&mut self, ok: bool) {
+        if let Some(block) = self.reserving.take()
+            && ok
+        {
+            self.block = Some(block);
+        }
+    }
+
+    /// The renewal due at `now`, if one is (and the term has beats left): none was accepted
+    /// yet, the interval passed, or the claimed digest differs from the last one written.
+    pub fn due(&mut self, digest: &str, interval: Duration, now: Instant) -> Option<Renewal> {
         let last = self.written.as_ref();
         let on_time = last.is_some_and(|(r, at)| {
             r.claim.digest == digest && now.saturating_duration_since(*at) < interval
@@ -53,27 +102,17 @@ impl HeartbeatBook {
         if on_time {
             return None;
         }
-        let written_epoch = last.map_or(0, |(r, _)| r.claim.epoch);
-        let found = lease.claim.as_ref();
-        let claim = match (last, found) {
-            (Some((r, _)), _) if r.claim.digest == digest => r.claim.clone(),
-            (None, Some(f)) if f.digest == digest => f.clone(),
+        let block = self.block.as_mut().filter(|b| b.next <= b.last)?;
+        let beat = block.next;
+        block.next += 1;
+        let claim = match last {
+            Some((r, _)) if r.claim.digest == digest => r.claim.clone(),
             _ => Claim {
-                epoch: next_epoch(
-                    written_epoch.max(found.map_or(0, |f| f.epoch)),
-                    millis(wall),
-                ),
+                epoch: beat,
                 digest: digest.to_owned(),
             },
         };
-        let found_beat = match lease.beat {
-            Beat::Counter(b) => b,
-            _ => 0,
-        };
-        let renewal = Renewal {
-            claim,
-            beat: next_beat(last.map_or(0, |(r, _)| r.beat), found_beat, millis(wall)),
-        };
+        let renewal = Renewal { claim, beat };
         self.pending = Some(renewal.clone());
         Some(renewal)
     }
@@ -94,7 +133,12 @@ impl HeartbeatBook {
             .map(|(_, at)| (*at + interval).saturating_duration_since(now))
     }
 
-    /// Forgets what was written (leadership lost: a successor continues from the Lease).
+    /// Whether this term may renew (its block is kept and not used up).
+    pub fn active(&self) -> bool {
+        self.block.is_some_and(|b| b.next <= b.last)
+    }
+
+    /// Leadership lost: a successor reserves its own block and continues from the Lease.
     pub fn reset(&mut self) {
         *self = Self::default();
     }
@@ -141,72 +185,100 @@ mod tests {
 
     const INTERVAL: Duration = Duration::from_secs(2);
 
-    #[test]
-    fn renewals_come_every_interval_and_at_once_when_the_claim_changes() {
-        let start = Instant::now();
+    fn started(reserved: u64, lease: &Heartbeat, wall_ms: i64) -> (HeartbeatBook, u64) {
         let mut book = HeartbeatBook::default();
-        let none = Heartbeat::missing();
-        let first = book
-            .due("d1", &none, INTERVAL, start, &wall(1_000))
-            .unwrap();
-        assert_eq!((first.claim.epoch, first.beat), (1_000, 1_000));
-        book.answered(true, start);
-        assert!(
-            book.due(
-                "d1",
-                &none,
-                INTERVAL,
-                start + Duration::from_secs(1),
-                &wall(2_000)
-            )
-            .is_none()
-        );
-        let second = book
-            .due("d1", &none, INTERVAL, start + INTERVAL, &wall(3_000))
-            .unwrap();
-        assert_eq!(second.claim, first.claim, "same claim, same epoch");
-        assert_eq!(second.beat, 3_000);
-        book.answered(true, start + INTERVAL);
-        let changed = book
-            .due("d2", &none, INTERVAL, start + INTERVAL, &wall(3_001))
-            .unwrap();
-        assert_eq!(changed.claim.epoch, 3_001);
+        let end = book
+            .reservation(reserved, lease, &wall(wall_ms))
+            .unwrap_or_default();
+        book.reserved(true);
+        (book, end)
     }
 
     #[test]
-    fn a_new_leader_continues_from_the_lease_and_beats_pass_a_restored_one() {
+    fn nothing_is_renewed_before_the_terms_block_is_kept() {
         let start = Instant::now();
         let mut book = HeartbeatBook::default();
-        let found = Heartbeat {
-            beat: Beat::Counter(9_000),
+        let end = book.reservation(0, &Heartbeat::missing(), &wall(1_000));
+        assert_eq!(end, Some(1_000 + BLOCK - 1));
+        assert!(book.due("d1", INTERVAL, start).is_none(), "not kept yet");
+        book.reserved(false);
+        assert!(
+            book.due("d1", INTERVAL, start).is_none(),
+            "the write failed"
+        );
+        assert!(
+            book.reservation(0, &Heartbeat::missing(), &wall(1_001))
+                .is_some()
+        );
+        book.reserved(true);
+        assert!(book.due("d1", INTERVAL, start).is_some());
+    }
+
+    #[test]
+    fn renewals_come_every_interval_and_at_once_when_the_claim_changes() {
+        let start = Instant::now();
+        let (mut book, _) = started(0, &Heartbeat::missing(), 1_000);
+        let first = book.due("d1", INTERVAL, start).unwrap();
+        assert_eq!((first.claim.epoch, first.beat), (1_000, 1_000));
+        book.answered(true, start);
+        assert!(
+            book.due("d1", INTERVAL, start + Duration::from_secs(1))
+                .is_none()
+        );
+        let second = book.due("d1", INTERVAL, start + INTERVAL).unwrap();
+        assert_eq!(second.claim, first.claim, "same claim, same epoch");
+        assert_eq!(second.beat, 1_001);
+        book.answered(true, start + INTERVAL);
+        let changed = book.due("d2", INTERVAL, start + INTERVAL).unwrap();
+        assert_eq!((changed.claim.epoch, changed.beat), (1_002, 1_002));
+    }
+
+    #[test]
+    fn every_term_writes_above_everything_before_whatever_the_hub_and_the_clock_say() {
+        // A term wrote up to beat 5_000 (its block ends at 5_000 + BLOCK - 1, kept).
+        let (mut first, reserved) = started(0, &Heartbeat::missing(), 5_000);
+        let start = Instant::now();
+        let r = first.due("d1", INTERVAL, start).unwrap();
+        assert_eq!(r.beat, 5_000);
+        // The hub is restored from a backup (the Lease says beat 10, epoch 10) and the next
+        // leader's clock is an hour behind: it still starts above the kept block.
+        let restored = Heartbeat {
+            beat: Beat::Counter(10),
             claim: Some(Claim {
-                epoch: 8_000,
-                digest: "d1".into(),
+                epoch: 10,
+                digest: "d0".into(),
             }),
             interval: None,
             grace: None,
         };
-        // The wall clock is behind what the Lease holds (set back, or another node's).
-        let r = book
-            .due("d1", &found, INTERVAL, start, &wall(5_000))
-            .unwrap();
-        assert_eq!(r.claim.epoch, 8_000, "the same claim is kept");
-        assert_eq!(r.beat, 9_001, "the beat grows past the Lease's");
-        book.answered(true, start);
-        let r = book
-            .due("d2", &found, INTERVAL, start, &wall(5_001))
-            .unwrap();
-        assert_eq!(r.claim.epoch, 8_001);
+        let (mut second, _) = started(reserved, &restored, 1_000);
+        let r2 = second.due("d1", INTERVAL, start).unwrap();
+        assert!(
+            r2.beat > reserved && r2.claim.epoch > r.claim.epoch,
+            "{r2:?} after {r:?}"
+        );
+        // A member that never kept a block (joined by `atoll join`, or an older agent) starts
+        // above what its Lease holds.
+        let joined = Heartbeat {
+            beat: Beat::Missing,
+            claim: Some(Claim {
+                epoch: 1_800_000_000_000,
+                digest: "d0".into(),
+            }),
+            interval: None,
+            grace: None,
+        };
+        let (mut third, _) = started(0, &joined, 5);
+        assert!(third.due("d1", INTERVAL, start).unwrap().claim.epoch > 1_800_000_000_000);
     }
 
     #[test]
     fn a_refused_renewal_is_tried_again() {
         let start = Instant::now();
-        let mut book = HeartbeatBook::default();
-        let none = Heartbeat::missing();
-        assert!(book.due("d1", &none, INTERVAL, start, &wall(1)).is_some());
+        let (mut book, _) = started(0, &Heartbeat::missing(), 1);
+        assert!(book.due("d1", INTERVAL, start).is_some());
         book.answered(false, start);
-        assert!(book.due("d1", &none, INTERVAL, start, &wall(2)).is_some());
+        assert!(book.due("d1", INTERVAL, start).is_some());
     }
 
     #[test]

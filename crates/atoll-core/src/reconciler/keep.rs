@@ -27,6 +27,11 @@ impl KeepBook {
         }
     }
 
+    /// The end of the last block of beats kept in the member (0: none).
+    pub fn reserved(&self) -> u64 {
+        self.kept.as_ref().map_or(0, |(p, _)| p.reserved)
+    }
+
     /// What to write now, if anything, for the tracker's current decisions.
     pub fn due(&mut self, current: &Persisted, now: Instant) -> Option<Persisted> {
         let empty = Persisted::default();
@@ -34,7 +39,7 @@ impl KeepBook {
             Some((p, at)) => (p, *at),
             None => (&empty, None),
         };
-        if kept.sources == current.sources {
+        if kept.sources == current.sources && kept.reserved == current.reserved {
             return None;
         }
         let batch_passed =
@@ -72,6 +77,7 @@ mod tests {
     fn with(cluster: &str, source: PersistedSource) -> Persisted {
         Persisted {
             format: 1,
+            reserved: 0,
             sources: BTreeMap::from([(cluster.to_owned(), source)]),
         }
     }

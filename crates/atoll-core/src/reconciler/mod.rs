@@ -173,6 +173,18 @@ impl Reconciler {
         }
     }
 
+    /// Whether a step at `tick` makes this replica the leader (it then reads what its
+    /// predecessor kept and hands it to [`adopt`](Self::adopt) first).
+    pub fn gains_leadership(&self, tick: &Tick) -> bool {
+        tick.leading && !self.led
+    }
+
+    /// Takes over the liveness decisions a predecessor kept since this replica last looked.
+    pub fn adopt(&mut self, kept: &Persisted) {
+        self.tracker.adopt(kept);
+        self.keep = KeepBook::found(Some(kept.clone()));
+    }
+
     /// The marks of watch events since the last step.
     pub fn marks(&mut self) -> &mut DirtyQueue {
         &mut self.queue
@@ -209,9 +221,12 @@ impl Reconciler {
             .flatten()
             .min();
         if self.led {
+            // A term whose block of beats is not kept yet tries again soon.
+            let reserve = (!self.heartbeat.active()).then_some(Duration::from_millis(500));
             let leader = [
                 self.heartbeat.next_due(self.config.liveness.interval, now),
                 self.keep.next_due(&self.tracker.persisted(), now),
+                reserve,
             ];
             wake = wake.into_iter().chain(leader.into_iter().flatten()).min();
         }
@@ -341,15 +356,22 @@ impl Reconciler {
                 .iter()
                 .map(|r| r.version.clone())
                 .collect();
-            let digest = self.claims.digest(&self.books.published);
-            step.renewal = self.heartbeat.due(
-                &digest,
-                &own_lease,
-                self.config.liveness.interval,
-                now,
-                &tick.wall,
-            );
-            step.keep = self.keep.due(&self.tracker.persisted(), now);
+            let mut current = self.tracker.persisted();
+            current.reserved = self.keep.reserved();
+            // A term reserves its block of beats (kept in the member) before it renews.
+            match self
+                .heartbeat
+                .reservation(current.reserved, &own_lease, &tick.wall)
+            {
+                Some(end) => current.reserved = end,
+                None => {
+                    let digest = self.claims.digest(&self.books.published);
+                    step.renewal = self
+                        .heartbeat
+                        .due(&digest, self.config.liveness.interval, now);
+                }
+            }
+            step.keep = self.keep.due(&current, now);
             self.awaiting = Some(step.scope.clone());
         }
         step
@@ -366,6 +388,7 @@ impl Reconciler {
         }
         if let Some(ok) = outcome.kept {
             self.keep.answered(ok, now);
+            self.heartbeat.reserved(ok);
         }
         // A new kind of failure changes what the next plan says (a condition): plan those
         // services again at once rather than after the retry delay.

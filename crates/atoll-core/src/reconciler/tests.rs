@@ -107,8 +107,24 @@ fn a_standby_plans_but_carries_no_write_and_a_new_leader_covers_everything() {
         step.lead && step.scope.is_none(),
         "leadership gained: everything"
     );
-    assert!(step.renewal.is_some(), "the leader renews the heartbeat");
     assert!(step.plan.writes() > 0);
+    // The term first keeps its block of beats in the member; then it renews.
+    let reserved = step.keep.as_ref().map_or(0, |k| k.reserved);
+    assert!(step.renewal.is_none() && reserved > 0, "{:?}", step.keep);
+    r.outcome(
+        Outcome {
+            kept: Some(true),
+            ..Default::default()
+        },
+        start + Duration::from_secs(2),
+    );
+    let step = r.step(
+        &tick(start, 3, true),
+        observed(vec![record("c2", "a")]),
+        &[],
+    );
+    let renewal = step.renewal.expect("the leader renews the heartbeat");
+    assert!(renewal.beat + super::heartbeat::BLOCK > reserved && renewal.beat <= reserved);
 }
 
 #[test]
@@ -150,6 +166,7 @@ fn a_restarted_agent_continues_from_the_kept_decisions() {
         );
     }
     let kept = kept.expect("the withdrawal is kept");
+    let kept_before = kept.clone();
     assert_eq!(
         kept.sources["c2"].standing,
         Some(liveness::Standing::Withdrawn)
@@ -173,10 +190,11 @@ fn a_restarted_agent_continues_from_the_kept_decisions() {
         "{:?}",
         step.plan.member.apply_imports
     );
-    assert!(
-        step.keep.is_none(),
-        "what is kept is still true: nothing to write"
-    );
+    // What is kept is still true; the new term only adds its own block of beats, above the
+    // last one.
+    let keep = step.keep.expect("the new term reserves its beats");
+    assert_eq!(keep.sources, kept_before.sources);
+    assert!(keep.reserved > kept_before.reserved);
 }
 
 #[test]
@@ -231,10 +249,16 @@ fn idle_steps_write_nothing_but_the_heartbeat() {
             start + Duration::from_secs(s),
         );
     }
-    assert!(writes.iter().all(|(w, _, k)| *w == 0 && !k), "{writes:?}");
+    // The first step keeps the term's block of beats (and the accepted epochs); after that,
+    // nothing but a renewal per interval.
+    assert_eq!(writes[0], (0, false, true), "{writes:?}");
+    assert!(
+        writes[1..].iter().all(|(w, _, k)| *w == 0 && !k),
+        "{writes:?}"
+    );
     let renewals = writes.iter().filter(|(_, h, _)| *h).count();
     assert_eq!(
         renewals, 5,
-        "one renewal per 2 s interval over 10 s: {writes:?}"
+        "one renewal per 2 s interval from 1 s to 10 s: {writes:?}"
     );
 }
