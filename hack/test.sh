@@ -21,6 +21,8 @@ log "module graph: no cycles between modules of any crate"
 python3 "$HACK_DIR/module_graph.py"
 log "unit, property and API-shape tests"
 "$HACK_DIR/cargo-test.sh" "$ATOLL_RESULTS/cargo-unit" --locked --workspace --exclude atoll-e2e
+log "fault simulation: 10,000 schedules from a fixed seed (make simulate runs others)"
+SIM_SCHEDULES=10000 SIM_SEED=${SIM_SEED:-20261203} "$HACK_DIR/simulate.sh"
 
 cargo build --locked -p atoll
 # The install artefacts: the container image (static binary FROM scratch) and the Helm chart.

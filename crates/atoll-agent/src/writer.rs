@@ -18,7 +18,7 @@ use atoll_core::keys::of_copy;
 use atoll_core::keys::of_record;
 use atoll_core::liveness::{copy_claim_name, record_claim_name};
 use atoll_core::plan::{ExportStatus, ImportApply, ImportStatus, Plan, ProfileStatus, Refusal};
-use atoll_core::reconciler::{HubWriteResult, Outcome, Step};
+use atoll_core::reconciler::{Answer, HubWriteResult, Outcome, Step};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -380,42 +380,49 @@ async fn hub_writes(hub: &Client, plan: &Plan, context: &Context) -> HubResult {
     let name = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
         meta.name.clone().unwrap_or_default()
     };
-    let failed_keys =
-        |errors: &mut dyn Iterator<Item = &WriteError>| -> std::collections::BTreeSet<String> {
-            errors.map(|e| e.key.name.clone()).collect()
-        };
+    // Each failed write's name and the HTTP status of its answer (0: none came).
+    let failed = |errors: &mut dyn Iterator<Item = &WriteError>| {
+        errors
+            .map(|e| (e.key.name.clone(), e.refusal().code))
+            .collect::<std::collections::BTreeMap<String, u16>>()
+    };
+    let answer = |failed: &std::collections::BTreeMap<String, u16>, name: &str| {
+        failed
+            .get(name)
+            .map_or(Answer::Done, |code| Answer::of_status(*code))
+    };
     let mut result = HubResult::default();
-    let failed = failed_keys(&mut records.iter().map(|(_, e)| e));
+    let f = failed(&mut records.iter().map(|(_, e)| e));
     result
         .results
         .extend(writes.apply_records.iter().map(|r| HubWriteResult {
             name: record_claim_name(&name(&r.metadata)),
             apply: true,
-            ok: !failed.contains(&name(&r.metadata)),
+            answer: answer(&f, &name(&r.metadata)),
         }));
-    let failed = failed_keys(&mut slices.iter().map(|(_, e)| e));
+    let f = failed(&mut slices.iter().map(|(_, e)| e));
     result
         .results
         .extend(writes.apply_slices.iter().map(|c| HubWriteResult {
             name: copy_claim_name(&name(&c.metadata)),
             apply: true,
-            ok: !failed.contains(&name(&c.metadata)),
+            answer: answer(&f, &name(&c.metadata)),
         }));
-    let failed = failed_keys(&mut stale_records.iter());
+    let f = failed(&mut stale_records.iter());
     result
         .results
         .extend(writes.delete_records.iter().map(|k| HubWriteResult {
             name: record_claim_name(&k.name),
             apply: false,
-            ok: !failed.contains(&k.name),
+            answer: answer(&f, &k.name),
         }));
-    let failed = failed_keys(&mut stale_slices.iter());
+    let f = failed(&mut stale_slices.iter());
     result
         .results
         .extend(writes.delete_slices.iter().map(|k| HubWriteResult {
             name: copy_claim_name(&k.name),
             apply: false,
-            ok: !failed.contains(&k.name),
+            answer: answer(&f, &k.name),
         }));
     result.record_failures = refusals(&context.metrics, &records, |record, _| of_record(record));
     for (copy, error) in &slices {

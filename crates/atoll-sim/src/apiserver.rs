@@ -15,6 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::store::{Counters, Kind};
 
+/// The one namespace every member has (where services are exported and imported).
+pub const NAMESPACE: &str = "app";
+
 /// The hub.
 #[derive(Clone, Debug, Default)]
 pub struct Hub {
@@ -104,7 +107,7 @@ impl Member {
             ..Self::default()
         };
         let mut ns = Namespace::default();
-        ns.metadata.name = Some(crate::scenario::NAMESPACE.to_owned());
+        ns.metadata.name = Some(NAMESPACE.to_owned());
         member
             .namespaces
             .put(ns, &mut member.counters, now, |_, _| {});

@@ -1,6 +1,8 @@
 //! The invariants checked while a schedule runs:
 //! (i) no import, derived Service or MCS slice of a service with a live exporter is deleted
-//!     (or, then, re-created);
+//!     (or, then, re-created), live meaning: it has exported the service for a while and its
+//!     last heartbeat is younger than the grace (a cluster leaves only after its grace,
+//!     whatever the hub lost and whether the importer ran throughout or just started);
 //! (ii) a dead cluster's endpoints leave every importer within its grace plus [`BOUND`] and
 //!      never return until it heartbeats again;
 //! (iii) never two writers at once (checked by the simulated writer at each write);
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use atoll_core::reconciler::News;
 
-use crate::world::MemberState;
+use crate::member::MemberState;
 
 /// How much later than its grace an importer may withdraw a dead cluster: its own step
 /// cadence, the watch delivery lag and the liveness view's rounding.
@@ -50,6 +52,14 @@ pub struct Checks {
     withdrawn: BTreeMap<(String, String), Instant>,
     /// member -> its last heartbeat the hub accepted.
     beats: BTreeMap<String, Instant>,
+    /// member -> the one before.
+    previous_beats: BTreeMap<String, Instant>,
+    /// member -> the heartbeat before its last, when a restore may have erased the last one
+    /// before any importer saw it.
+    erasable: BTreeMap<String, Instant>,
+    /// member -> its silences between heartbeats (last beat before, first beat after) of more
+    /// than two seconds: an importer may act on one until it sees the member beat again.
+    silences: BTreeMap<String, Vec<(Instant, Instant)>>,
     /// Writes other than heartbeats, by member.
     pub writes: BTreeMap<String, u64>,
     /// Simulated time of the schedule's start, for the report.
@@ -98,8 +108,32 @@ impl Checks {
         }
     }
 
+    /// The hub was restored from a backup at `at`: a heartbeat written within the last second
+    /// may be gone before an importer saw it, so an importer that withdraws the member as if
+    /// it had not beaten is not held to that beat in (i) (until the member beats again).
+    pub fn restored(&mut self, at: Instant) {
+        for (member, last) in &self.beats {
+            if at.saturating_duration_since(*last) <= Duration::from_secs(1)
+                && let Some(before) = self.previous_beats.get(member)
+            {
+                self.erasable.insert(member.clone(), *before);
+            }
+        }
+    }
+
     pub fn beat(&mut self, member: &str, at: Instant) {
-        self.beats.insert(member.to_owned(), at);
+        self.erasable.remove(member);
+        if let Some(was) = self.beats.get(member).copied() {
+            self.previous_beats.insert(member.to_owned(), was);
+        }
+        if let Some(before) = self.beats.insert(member.to_owned(), at)
+            && at.saturating_duration_since(before) > Duration::from_secs(2)
+        {
+            self.silences
+                .entry(member.to_owned())
+                .or_default()
+                .push((before, at));
+        }
     }
 
     pub fn news(&mut self, importer: &str, news: &News, at: Instant) {
@@ -155,6 +189,21 @@ impl Checks {
             return;
         }
         let window = window(members);
+        let Some(deleting) = members.iter().find(|m| m.name == importer) else {
+            return;
+        };
+        // An importer cut off from the hub sees no heartbeat: until it notices (its own
+        // heartbeat stops moving in its view) its clocks run on, and what it decides meanwhile
+        // is not held against it here; nor are writes that land seconds after their decision
+        // because its apiserver answers slowly.
+        let cut_off = deleting.partitioned
+            || deleting.write_latency > Duration::ZERO
+            || deleting
+                .reconnected_at
+                .is_some_and(|at| now.saturating_duration_since(at) <= window);
+        if cut_off {
+            return;
+        }
         for exporter in members {
             if source.is_some_and(|s| s != exporter.name) {
                 continue;
@@ -165,16 +214,40 @@ impl Checks {
                 .and_then(|s| s.get(service))
                 .copied();
             let exported_long = since.is_some_and(|t| now.saturating_duration_since(t) >= window);
-            let undisturbed = now.saturating_duration_since(exporter.disturbed_at) >= window;
-            let beating = self.beats.get(&exporter.name).is_some_and(|b| {
-                now.saturating_duration_since(*b)
-                    <= exporter.rhythm.interval + Duration::from_secs(1)
+            // The shortest grace the importer may give it, less a second for the importer's
+            // view to lag behind the hub.
+            let grace = deleting
+                .rhythm
+                .grace
+                .max(exporter.rhythm.grace)
+                .max(exporter.rhythm.interval * 3)
+                .saturating_sub(Duration::from_secs(1));
+            let last_seen_beat = self
+                .erasable
+                .get(&exporter.name)
+                .or_else(|| self.beats.get(&exporter.name));
+            let within_grace =
+                last_seen_beat.is_some_and(|b| now.saturating_duration_since(*b) < grace);
+            // A silence longer than the grace that ended moments ago: the importer may not
+            // have seen the beat that ended it yet.
+            let just_back = self.silences.get(&exporter.name).is_some_and(|s| {
+                s.iter().any(|(from, to)| {
+                    to.saturating_duration_since(*from) >= grace
+                        && now.saturating_duration_since(*to) <= BOUND
+                })
             });
-            if exported_long && undisturbed && beating && !exporter.replicas.is_empty() {
+            if exported_long && within_grace && !just_back {
+                let last = self.beats.get(&exporter.name).map_or(0.0, |b| self.at(*b));
+                let silence = self
+                    .silences
+                    .get(&exporter.name)
+                    .and_then(|s| s.last())
+                    .map(|(f, t)| format!("{:.2}-{:.2}", self.at(*f), self.at(*t)))
+                    .unwrap_or_default();
                 self.violate_at(
                     1,
                     format!(
-                        "{importer} deleted {kind} {name} of {service}, which {} exports and is live",
+                        "{importer} deleted {kind} {name} of {service}, which {} exports and is live (last heartbeat at {last:.2} s, last silence {silence})",
                         exporter.name
                     ),
                     now,

@@ -9,6 +9,7 @@
 
 pub mod apiserver;
 pub mod invariants;
+pub mod member;
 pub mod replica;
 pub mod scenario;
 pub mod schedule;

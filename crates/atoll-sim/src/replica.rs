@@ -112,6 +112,8 @@ pub struct Replica {
     pub reconciler: Option<Reconciler>,
     /// When the replica last ran a step.
     pub last_step: Option<Instant>,
+    /// A watch event that marks nothing (a heartbeat) woke the loop, as in the agent.
+    pub woken: bool,
 }
 
 /// A member's timings.
@@ -139,6 +141,7 @@ impl Replica {
             marks: Marks::default(),
             reconciler: None,
             last_step: None,
+            woken: false,
         };
         for which in Which::ALL {
             replica.relist(which, member, hub);
@@ -305,11 +308,10 @@ impl Replica {
             }
             // Heartbeats only wake the loop: the liveness view names what changed.
             Which::Leases => {
-                go(&mut w.leases, &hub.leases, count, duplicate);
+                if !go(&mut w.leases, &hub.leases, count, duplicate).is_empty() {
+                    self.woken = true;
+                }
             }
-        }
-        if std::env::var_os("SIM_MARKS").is_some() && !inbox.is_empty() {
-            eprintln!("   {} marks from {which:?}: {:?}", self.identity, inbox);
         }
         if let Some(r) = &mut self.reconciler {
             r.marks().absorb(inbox);

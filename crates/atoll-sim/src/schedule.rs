@@ -16,7 +16,7 @@ use crate::apiserver::Hub;
 use crate::invariants::Violation;
 use crate::replica::{Rhythm, Which};
 use crate::scenario::{SERVICES, Scenario};
-use crate::world::World;
+use crate::world::{World, tracing};
 
 /// How a schedule runs.
 #[derive(Clone, Copy, Debug)]
@@ -35,6 +35,7 @@ impl Default for Shape {
         Self {
             warmup: Duration::from_secs(8),
             faults: Duration::from_secs(40),
+            // Longer than the batch of kept epochs (30 s), the last write a change may cause.
             quiet: Duration::from_secs(40),
             idle: Duration::from_secs(12),
             quantum: Duration::from_millis(250),
@@ -79,9 +80,10 @@ enum Fault {
     SlowWrites,
     Relist,
     ChangeExports,
+    RefuseCopy,
 }
 
-const FAULTS: [Fault; 11] = [
+const FAULTS: [Fault; 12] = [
     Fault::CrashReplica,
     Fault::CrashMember,
     Fault::Partition,
@@ -93,6 +95,7 @@ const FAULTS: [Fault; 11] = [
     Fault::SlowWrites,
     Fault::Relist,
     Fault::ChangeExports,
+    Fault::RefuseCopy,
 ];
 
 /// Something a fault undoes later.
@@ -165,7 +168,11 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
         apply_heal(&mut world, heal);
     }
     for m in 0..world.members.len() {
+        let now = world.now();
         let member = &mut world.members[m];
+        if member.partitioned || member.write_latency > Duration::ZERO {
+            member.reconnected_at = Some(now);
+        }
         member.partitioned = false;
         member.failing_writes = 0;
         member.write_latency = Duration::ZERO;
@@ -220,65 +227,6 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
             "planned {} services, {} full passes, {} steps",
             world.planned, world.full_passes, report.steps
         );
-        for lease in world.apis.hub.leases.all() {
-            let ns = lease.metadata.namespace.clone().unwrap_or_default();
-            let records: Vec<_> = world
-                .apis
-                .hub
-                .records
-                .all()
-                .filter(|r| r.metadata.namespace.as_deref() == Some(ns.as_str()))
-                .cloned()
-                .collect();
-            let copies: Vec<_> = world
-                .apis
-                .hub
-                .copies
-                .all()
-                .filter(|r| r.metadata.namespace.as_deref() == Some(ns.as_str()))
-                .cloned()
-                .collect();
-            let names: Vec<String> = records
-                .iter()
-                .map(|r| r.metadata.name.clone().unwrap_or_default())
-                .chain(
-                    copies
-                        .iter()
-                        .map(|c| c.metadata.name.clone().unwrap_or_default()),
-                )
-                .collect();
-            eprintln!(
-                "{ns}: lease {:?} hub digest {} names {:?}",
-                lease.metadata.annotations,
-                atoll_core::liveness::publication_digest(&records, &copies),
-                names
-            );
-        }
-        for member in &world.members {
-            for replica in &member.replicas {
-                let (observed, _) = replica.observed();
-                let names: Vec<String> = observed
-                    .records
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "{}/{}",
-                            r.metadata.namespace.clone().unwrap_or_default(),
-                            r.metadata.name.clone().unwrap_or_default()
-                        )
-                    })
-                    .collect();
-                eprintln!(
-                    "{} view of records: {names:?}; exports {:?}",
-                    replica.identity,
-                    observed
-                        .exports
-                        .iter()
-                        .map(|e| e.metadata.name.clone().unwrap_or_default())
-                        .collect::<Vec<_>>()
-                );
-            }
-        }
     }
     report
 }
@@ -308,8 +256,13 @@ fn regular(
     report: &mut Report,
 ) {
     let quanta = (span.as_millis() / quantum.as_millis().max(1)).max(1) as usize;
-    for q in 0..quanta {
-        let catch_up = full || q % 4 == 0;
+    for _ in 0..quanta {
+        world.quanta += 1;
+        // Watches lag at most a second behind their apiserver.
+        let catch_up = full || world.elapsed >= world.caught_up + Duration::from_secs(1);
+        if catch_up {
+            world.caught_up = world.elapsed;
+        }
         for m in 0..world.members.len() {
             for r in 0..world.members[m].replicas.len() {
                 for which in Which::ALL {
@@ -329,7 +282,16 @@ fn regular(
             .flat_map(|m| (0..world.members[m].replicas.len()).map(move |r| (m, r)))
             .collect();
         shuffle(&mut order, rng);
+        // A replica whose writes are slow moves the clock; in a real ClusterSet the others run
+        // concurrently: their watches go on receiving (delivered here before their turn), and
+        // what they could not do meanwhile (step) is not held against them (see World::run).
+        let mut delivered_at = world.elapsed;
         for (m, r) in order {
+            if world.elapsed > delivered_at + Duration::from_millis(100) {
+                world.deliver_all();
+                delivered_at = world.elapsed;
+                world.caught_up = world.elapsed;
+            }
             if world.due(m, r, Duration::from_secs(1)) {
                 world.run(m, r);
                 report.steps += 1;
@@ -357,11 +319,6 @@ fn pick(rng: &mut StdRng, n: usize) -> usize {
 
 fn seconds(rng: &mut StdRng, from: u64, to: u64) -> Duration {
     Duration::from_millis(rng.random_range(from * 1000..=to * 1000))
-}
-
-/// Whether to print what a schedule does (SIM_TRACE=1, with SIM_SCHEDULE).
-fn tracing() -> bool {
-    std::env::var_os("SIM_TRACE").is_some()
 }
 
 fn inject(
@@ -413,6 +370,8 @@ fn inject(
         Fault::RestoreHub => {
             if let Some(backup) = backups.get(pick(rng, backups.len())).cloned() {
                 world.apis.hub.restore(&backup);
+                let now = world.now();
+                world.checks.restored(now);
                 // Watches of a restored apiserver get 410 Gone and relist.
                 for m in 0..world.members.len() {
                     for r in 0..world.members[m].replicas.len() {
@@ -431,6 +390,20 @@ fn inject(
             world.members[m].write_latency = Duration::from_millis(rng.random_range(200..1500));
             world.members[m].disturbed_at = world.now();
             heals.push((now + seconds(rng, 3, 12), Heal::FastWrites(m)));
+        }
+        Fault::RefuseCopy => {
+            // From now on the hub refuses, for good, this member's copy of a service it does
+            // not export yet (its name is too long, say): once it exports it, that write fails.
+            let service = SERVICES[pick(rng, SERVICES.len())];
+            let name = world.members[m].name.clone();
+            let exports = world
+                .scenario
+                .exports
+                .get(&name)
+                .is_some_and(|e| e.contains_key(service));
+            if !exports {
+                world.scenario.refused.insert((name, service.to_owned()));
+            }
         }
         Fault::Relist => {
             let r = pick(rng, world.members[m].replicas.len());
@@ -467,10 +440,12 @@ fn apply_heal(world: &mut World, heal: Heal) {
         }
         Heal::Reconnect(m) => {
             world.members[m].partitioned = false;
+            world.members[m].reconnected_at = Some(world.now());
             world.members[m].disturbed_at = world.now();
         }
         Heal::FastWrites(m) => {
             world.members[m].write_latency = Duration::ZERO;
+            world.members[m].reconnected_at = Some(world.now());
             world.members[m].disturbed_at = world.now();
         }
     }
@@ -490,6 +465,7 @@ fn reference(
         return known;
     }
     let mut world = World::new(&rhythms(), REPLICAS, timings());
+    world.scenario.refused = scenario.refused.clone();
     for (member, services) in &scenario.exports {
         let Some(m) = world.members.iter().position(|s| &s.name == member) else {
             continue;

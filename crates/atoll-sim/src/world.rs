@@ -6,38 +6,22 @@ use std::time::{Duration, Instant};
 
 use atoll_api::keys::ObjectKey;
 use atoll_core::leader::{Observed as LeaseSeen, Step as ElectionStep, Timings};
-use atoll_core::reconciler::{HubWriteResult, Outcome, Step, Tick};
+use atoll_core::reconciler::{Answer, HubWriteResult, Outcome, Step, Tick};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::apiserver::{Apis, ElectionLease, Member};
 use crate::invariants::{Checks, WriteKind};
+use crate::member::MemberState;
 use crate::replica::{Replica, Rhythm, Which};
 use crate::scenario::{self, Scenario};
 
 /// Shortest time left of a leadership in which a write still starts (as the agent's fence).
 const MIN_BUDGET: Duration = Duration::from_millis(100);
 
-/// A member and what the faults do to it.
-#[derive(Debug)]
-pub struct MemberState {
-    pub name: String,
-    pub rhythm: Rhythm,
-    pub replicas: Vec<Replica>,
-    /// Cannot reach the hub (no watch event, no write, in either direction).
-    pub partitioned: bool,
-    /// The next writes to fail, with this HTTP status (0: a timeout).
-    pub failing_writes: u32,
-    pub fail_code: u16,
-    /// Its wall clock's offset.
-    pub skew: Duration,
-    pub skew_ahead: bool,
-    /// How long each of its writes takes.
-    pub write_latency: Duration,
-    /// Its last heartbeat renewal the hub accepted.
-    pub last_beat: Option<Instant>,
-    /// The last moment a fault touched it (crash, restart, partition, failing writes, blind).
-    pub disturbed_at: Instant,
+/// Whether to print what a schedule does (SIM_TRACE=1, with SIM_SCHEDULE).
+pub fn tracing() -> bool {
+    std::env::var_os("SIM_TRACE").is_some()
 }
 
 /// The simulated ClusterSet.
@@ -54,6 +38,10 @@ pub struct World {
     /// Services planned, and full passes, so far (what the simulation costs).
     pub planned: u64,
     pub full_passes: u64,
+    /// Quanta of regular operation so far.
+    pub quanta: u64,
+    /// When every watch last received everything.
+    pub caught_up: Duration,
 }
 
 fn wall_at(elapsed: Duration, skew: Duration, ahead: bool) -> Time {
@@ -85,6 +73,8 @@ impl World {
             replica_counter: 0,
             planned: 0,
             full_passes: 0,
+            quanta: 0,
+            caught_up: Duration::ZERO,
         };
         for (name, rhythm) in rhythms {
             world.members.push(MemberState {
@@ -92,6 +82,7 @@ impl World {
                 rhythm: *rhythm,
                 replicas: Vec::new(),
                 partitioned: false,
+                reconnected_at: None,
                 failing_writes: 0,
                 fail_code: 0,
                 skew: Duration::ZERO,
@@ -152,7 +143,7 @@ impl World {
 
     /// Member `m`'s replica `r` crashes (its process and memory are gone).
     pub fn crash(&mut self, m: usize, r: usize) {
-        if std::env::var_os("SIM_TRACE").is_some() && r < self.members[m].replicas.len() {
+        if tracing() && r < self.members[m].replicas.len() {
             eprintln!(
                 "{:>6.2} s  crash {}",
                 self.elapsed.as_secs_f64(),
@@ -247,7 +238,8 @@ impl World {
             return true;
         };
         let since = now.saturating_duration_since(last);
-        reconciler.ready()
+        replica.woken
+            || reconciler.ready()
             || reconciler.next_wake(last).is_some_and(|w| w <= since)
             || since >= max_idle
     }
@@ -284,22 +276,13 @@ impl World {
         }
         let step = reconciler.step(&tick, observed, &leases);
         replica.last_step = Some(now);
+        replica.woken = false;
         self.planned += step.services as u64;
-        if std::env::var_os("SIM_SCOPES").is_some() && step.services > 0 {
-            eprintln!(
-                "{:>6.2} s {} lead={} scope={:?}",
-                self.elapsed.as_secs_f64(),
-                self.members[m].replicas[r].identity,
-                step.lead,
-                step.scope
-                    .as_ref()
-                    .map(|s| s.iter().map(|k| k.name.clone()).collect::<Vec<_>>())
-            );
-        }
         if step.scope.is_none() {
             self.full_passes += 1;
         }
-        if step.liveness.blind {
+        // Blind, or just seeing again (which restarts every cluster's clock in full).
+        if step.liveness.blind || step.news.blind == Some(false) {
             self.members[m].disturbed_at = now;
         }
         let importer = self.members[m].name.clone();
@@ -322,7 +305,19 @@ impl World {
         }
         if step.lead {
             self.checks.news(&importer, &step.news, now);
+            let before = self.elapsed;
             let outcome = self.execute(m, r, &step);
+            // Slow writes moved the one clock of the simulation: every other member was kept
+            // from stepping meanwhile (an artefact of running them one after another), so none
+            // is held to a deadline that fell in that time.
+            if self.elapsed > before + Duration::from_millis(100) {
+                let now = self.now();
+                for (i, other) in self.members.iter_mut().enumerate() {
+                    if i != m {
+                        other.disturbed_at = now;
+                    }
+                }
+            }
             let now = self.now();
             if let Some(reconciler) = self.members[m]
                 .replicas
@@ -444,7 +439,7 @@ impl World {
             outcome.hub.push(HubWriteResult {
                 name: atoll_core::liveness::record_claim_name(&key.name),
                 apply: true,
-                ok: result.is_ok(),
+                answer: result.map_or_else(Answer::of_status, |()| Answer::Done),
             });
             match result {
                 Ok(()) => {
@@ -465,11 +460,17 @@ impl World {
         }
         for copy in &plan.hub.apply_slices {
             let key = ObjectKey::of(&copy.metadata);
-            let result = self.write(m, r, true);
+            let poisoned = self
+                .scenario
+                .refused
+                .contains(&(name.clone(), copy.spec.service.clone()));
+            // A copy the hub refuses for good is answered 422 (its name too long, say).
+            let refusal = if poisoned { Err(422) } else { Ok(()) };
+            let result = self.write(m, r, true).and(refusal);
             outcome.hub.push(HubWriteResult {
                 name: atoll_core::liveness::copy_claim_name(&key.name),
                 apply: true,
-                ok: result.is_ok(),
+                answer: result.map_or_else(Answer::of_status, |()| Answer::Done),
             });
             match result {
                 Ok(()) => {
@@ -489,7 +490,8 @@ impl World {
             }
         }
         for key in &plan.hub.delete_records {
-            let ok = self.write(m, r, true).is_ok();
+            let written = self.write(m, r, true);
+            let ok = written.is_ok();
             if ok {
                 let hub = &mut self.apis.hub;
                 hub.records.delete(key, &mut hub.counters);
@@ -499,11 +501,12 @@ impl World {
             outcome.hub.push(HubWriteResult {
                 name: atoll_core::liveness::record_claim_name(&key.name),
                 apply: false,
-                ok,
+                answer: written.map_or_else(Answer::of_status, |()| Answer::Done),
             });
         }
         for key in &plan.hub.delete_slices {
-            let ok = self.write(m, r, true).is_ok();
+            let written = self.write(m, r, true);
+            let ok = written.is_ok();
             if ok {
                 let hub = &mut self.apis.hub;
                 hub.copies.delete(key, &mut hub.counters);
@@ -513,7 +516,7 @@ impl World {
             outcome.hub.push(HubWriteResult {
                 name: atoll_core::liveness::copy_claim_name(&key.name),
                 apply: false,
-                ok,
+                answer: written.map_or_else(Answer::of_status, |()| Answer::Done),
             });
         }
         // Member writes: derived Services, imports then statuses, slices, deletions.
@@ -653,6 +656,14 @@ impl World {
                     hub.leases.put(lease, &mut hub.counters, &wall, |_, _| {});
                     self.members[m].last_beat = Some(self.now());
                     self.checks.beat(&name, self.now());
+                    if tracing() {
+                        eprintln!(
+                            "{:>6.2} s  {name} beats {} epoch {}",
+                            self.elapsed.as_secs_f64(),
+                            renewal.beat,
+                            renewal.claim.epoch
+                        );
+                    }
                 }
             }
             outcome.renewal = Some(ok);

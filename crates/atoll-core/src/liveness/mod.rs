@@ -61,12 +61,15 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Settings for heartbeats every `interval` and the withdrawal grace `grace`.
+    /// Settings for heartbeats every `interval` and the withdrawal grace `grace`. A source is
+    /// stale one interval later than this importer would know itself blind: when the hub goes
+    /// away, every heartbeat stops at once, and blindness (which changes nothing) must be
+    /// noticed before any staleness (which would rewrite conditions during the outage).
     pub fn new(interval: Duration, grace: Duration) -> Self {
         Self {
             interval,
             grace,
-            stale_after: interval * 3,
+            stale_after: interval * 4,
             blind_after: interval * 3,
         }
     }
@@ -75,7 +78,7 @@ impl Settings {
     /// never shorter than what it asks for, and the grace at least three of its intervals.
     pub fn for_source(&self, heartbeat: &Heartbeat) -> (Duration, Duration) {
         let interval = heartbeat.interval.unwrap_or_default();
-        let stale_after = self.stale_after.max(interval * 3);
+        let stale_after = self.stale_after.max(interval * 4);
         let grace = self
             .grace
             .max(heartbeat.grace.unwrap_or_default())
@@ -199,10 +202,9 @@ impl Tracker {
             if cluster == own {
                 continue;
             }
-            tracker.sources.insert(
-                cluster.clone(),
-                Source::restored(kept, settings.grace, now, wall),
-            );
+            tracker
+                .sources
+                .insert(cluster.clone(), Source::restored(kept, now, wall));
         }
         tracker
     }
@@ -291,7 +293,10 @@ impl Tracker {
         for (cluster, source) in &mut self.sources {
             let own = cluster == &self.own;
             let heartbeat = leases.get(cluster).unwrap_or(&missing);
-            let (stale_after, grace) = self.settings.for_source(heartbeat);
+            // The rhythm it last asked for counts while its Lease is gone (wiped, or restored
+            // from a backup older than the Lease): a slow member is not judged by ours then.
+            source.remember_rhythm(heartbeat);
+            let (stale_after, grace) = self.settings.for_source(&source.rhythm);
             let current = by_cluster.get(cluster).unwrap_or(&empty);
             let before = source.held.clone();
             let was_pinned = source.pinned;

@@ -116,6 +116,14 @@ pub(super) struct Source {
     /// Set once they have not matched for longer than the grace: since when (wall).
     pub unmatched_reported: Option<Time>,
     pub verdict: State,
+    /// The rhythm it last asked for (its Lease's interval and grace), kept while the Lease is
+    /// gone.
+    pub rhythm: Heartbeat,
+    /// Restored from a predecessor's decisions and not seen to beat since: what the hub holds
+    /// may be a restored backup whose claim is the very one accepted before (same names, older
+    /// contents), so nothing of it is taken until the member shows it is alive (it writes its
+    /// objects before each heartbeat) or the grace passes.
+    awaiting_beat: bool,
     /// The services a predecessor recorded for it when withdrawing it.
     restored_services: BTreeSet<ServiceKey>,
     digest: DigestCache,
@@ -136,15 +144,18 @@ impl Source {
             unmatched_since: None,
             unmatched_reported: None,
             verdict: State::Live,
+            rhythm: heartbeat.clone(),
+            awaiting_beat: false,
             restored_services: BTreeSet::new(),
             digest: DigestCache::default(),
         }
     }
 
-    /// A cluster as a predecessor left it: withdrawn until it beats again, stale from when it
-    /// began (on the wall clock, at most `grace` ago), and no claim older than one it accepted.
-    pub fn restored(kept: &PersistedSource, grace: Duration, now: Instant, wall: &Time) -> Self {
+    /// A cluster as a predecessor left it: withdrawn until it beats again, and no claim older
+    /// than one it accepted.
+    pub fn restored(kept: &PersistedSource, now: Instant, wall: &Time) -> Self {
         let mut source = Self::first_seen(&Heartbeat::missing(), now, wall);
+        source.awaiting_beat = true;
         source.last_beat = kept.judged_beat();
         source.accepted_epoch = kept.accepted_epoch;
         if let Some(since) = &kept.since {
@@ -156,20 +167,11 @@ impl Source {
                 source.verdict = State::Withdrawn;
                 source.restored_services = kept.services.clone();
             }
-            Some(Standing::Stale) => {
-                let elapsed = kept
-                    .since
-                    .as_ref()
-                    .and_then(|since| {
-                        let millis = wall.0.as_millisecond() - since.0.as_millisecond();
-                        u64::try_from(millis).ok()
-                    })
-                    .map_or(Duration::ZERO, Duration::from_millis)
-                    .min(grace);
-                source.last_change = now.checked_sub(elapsed).unwrap_or(now);
-                source.verdict = State::Stale;
-            }
-            None => {}
+            // A stale cluster's clock starts again: how long ago it went quiet would have to be
+            // read off two wall clocks (this process's and its predecessor's), and a clock set
+            // forward would then withdraw a live cluster early. It is withdrawn at most one grace
+            // after this restart instead.
+            Some(Standing::Stale) | None => {}
         }
         source
     }
@@ -228,6 +230,17 @@ impl Source {
             self.last_change_wall = wall.clone();
             self.last_beat = heartbeat.beat.clone();
             self.withdrawn_until_beat = false;
+            self.awaiting_beat = false;
+        }
+    }
+
+    /// Takes in the rhythm its Lease asks for, when it asks for one.
+    pub fn remember_rhythm(&mut self, heartbeat: &Heartbeat) {
+        if heartbeat.interval.is_some() {
+            self.rhythm.interval = heartbeat.interval;
+        }
+        if heartbeat.grace.is_some() {
+            self.rhythm.grace = heartbeat.grace;
         }
     }
 
@@ -266,7 +279,9 @@ impl Source {
             return judged;
         }
         let matches = match &self.claim {
-            Some(c) if c.epoch >= self.accepted_epoch => c.digest == self.digest.digest(current),
+            Some(c) if c.epoch >= self.accepted_epoch && !self.awaiting_beat => {
+                c.digest == self.digest.digest(current)
+            }
             _ => false,
         };
         if matches || self.claim.is_none() {

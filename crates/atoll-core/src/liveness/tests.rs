@@ -138,7 +138,7 @@ fn a_silent_cluster_is_withdrawn_after_the_grace_and_restored_when_it_renews() {
         let (r, s) = hub.of("c2");
         leases.push(lease("c2", 2, Some((2, &r, &s))));
         last = tracker.update(at(t), &wall(t), &leases, &hub.records, &hub.copies);
-        if t == 40 {
+        if t == 50 {
             assert_eq!(services(&last), ["a", "b"], "within the grace c2 stays");
             assert!(last.liveness.stale.contains_key("c2"), "but is stale");
         }
@@ -364,7 +364,7 @@ fn the_view_names_the_services_whose_part_changed_without_an_event_of_theirs() {
     let (r, s) = hub.of("c2");
     let silent = lease("c2", 999, Some((999, &r, &s)));
     let mut seen = Vec::new();
-    for t in [4, 40, 80] {
+    for t in [4, 50, 80] {
         let mut leases = hub.renew(&["c1"]);
         leases.push(silent.clone());
         let view = tracker.update(at(t), &wall(t), &leases, &hub.records, &hub.copies);

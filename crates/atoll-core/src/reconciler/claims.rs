@@ -1,8 +1,10 @@
 //! What a member claims to publish: the names of its records and copies that are on the hub or
-//! on their way there. A name whose write keeps failing and that the hub never held is left out,
-//! so one failing write cannot freeze every importer's view of the member; a name the hub held
-//! once stays claimed whatever happens to the hub (a wipe must not read as "the member
-//! withdrew everything"); a name whose deletion failed stays claimed while the hub holds it.
+//! on their way there. A name the hub refuses (a 4xx answer: too long, over a quota, invalid)
+//! and never held is left out, so one refused write cannot freeze every importer's view of the
+//! member; a write that merely got no answer (a partition, a timeout, a conflict to retry)
+//! leaves the name claimed, as does a name the hub held once, whatever happens to the hub (a
+//! wipe must not read as "the member withdrew everything"); a name whose deletion failed stays
+//! claimed while the hub holds it.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +22,29 @@ pub struct ClaimBook {
     failed_deletes: BTreeSet<String>,
 }
 
+/// How a write was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Done,
+    /// Refused for what it is (4xx other than conflict and throttling): it will be refused
+    /// again.
+    Refused,
+    /// No answer, or one to try again (a timeout, 409, 429, 5xx).
+    Unanswered,
+}
+
+impl Answer {
+    /// The answer an HTTP status (0: none came) stands for.
+    pub fn of_status(code: u16) -> Self {
+        match code {
+            200..=299 => Answer::Done,
+            409 | 429 => Answer::Unanswered,
+            400..=499 => Answer::Refused,
+            _ => Answer::Unanswered,
+        }
+    }
+}
+
 /// One write of a member's own hub object, as the writer reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HubWriteResult {
@@ -27,7 +52,7 @@ pub struct HubWriteResult {
     pub name: String,
     /// An apply (else a delete).
     pub apply: bool,
-    pub ok: bool,
+    pub answer: Answer,
 }
 
 impl ClaimBook {
@@ -48,20 +73,22 @@ impl ClaimBook {
     /// Takes in the results of the member's hub writes.
     pub fn record(&mut self, results: &[HubWriteResult]) {
         for r in results {
-            match (r.apply, r.ok) {
-                (true, true) => {
+            match (r.apply, r.answer) {
+                (true, Answer::Done) => {
                     self.confirmed.insert(r.name.clone());
                     self.failed_writes.remove(&r.name);
                 }
-                (true, false) => {
+                (true, Answer::Refused) => {
                     self.failed_writes.insert(r.name.clone());
                 }
-                (false, true) => {
+                (false, Answer::Done) => {
                     self.failed_deletes.remove(&r.name);
                 }
-                (false, false) => {
+                (false, _) => {
                     self.failed_deletes.insert(r.name.clone());
                 }
+                // Unanswered: still on its way.
+                (true, Answer::Unanswered) => {}
             }
         }
     }
@@ -117,7 +144,7 @@ mod tests {
         HubWriteResult {
             name: name.to_owned(),
             apply,
-            ok,
+            answer: if ok { Answer::Done } else { Answer::Refused },
         }
     }
 
@@ -167,6 +194,26 @@ mod tests {
         assert_eq!(claimed(&book, &d), ["r/demo.hello", "s/demo.gone"]);
         book.observe(&d, &on_hub(&["r/demo.hello"]));
         assert_eq!(claimed(&book, &d), ["r/demo.hello"], "gone at last");
+    }
+
+    #[test]
+    fn a_write_that_got_no_answer_leaves_the_name_claimed() {
+        // Found by the fault simulation: a member restarted while partitioned from a wiped
+        // hub left out every name it could not write (none confirmed in this process), claimed
+        // nothing, and importers dropped its services.
+        let mut book = ClaimBook::default();
+        let d = desired(&["r/demo.hello"]);
+        book.observe(&d, &on_hub(&[]));
+        book.record(&[HubWriteResult {
+            name: "r/demo.hello".into(),
+            apply: true,
+            answer: Answer::of_status(0),
+        }]);
+        assert_eq!(claimed(&book, &d), ["r/demo.hello"]);
+        assert_eq!(Answer::of_status(409), Answer::Unanswered);
+        assert_eq!(Answer::of_status(503), Answer::Unanswered);
+        assert_eq!(Answer::of_status(422), Answer::Refused);
+        assert_eq!(Answer::of_status(403), Answer::Refused);
     }
 
     #[test]

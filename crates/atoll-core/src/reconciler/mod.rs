@@ -25,7 +25,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub use books::Books;
-pub use claims::{ClaimBook, HubWriteResult};
+pub use claims::{Answer, ClaimBook, HubWriteResult};
 pub use heartbeat::{HeartbeatBook, Renewal, lease as heartbeat_lease};
 pub use keep::{EPOCH_BATCH, KeepBook};
 
