@@ -33,11 +33,11 @@ pub struct Shape {
 impl Default for Shape {
     fn default() -> Self {
         Self {
-            warmup: Duration::from_secs(8),
-            faults: Duration::from_secs(40),
+            warmup: Duration::from_secs(6),
+            faults: Duration::from_secs(30),
             // Longer than the batch of kept epochs (30 s), the last write a change may cause.
             quiet: Duration::from_secs(40),
-            idle: Duration::from_secs(12),
+            idle: Duration::from_secs(8),
             quantum: Duration::from_millis(250),
             fault_rate: 0.08,
         }
