@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test conformance-full
+.PHONY: simulate help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test conformance-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ bench-scale: setup ## Scale envelope: 10x100, 20x100, 50x200 simulated clusters 
 
 bench-dns: setup ## atoll dns vs CoreDNS: QPS, p50/p99, RSS at 10/1000/10000 services, plus a differential check
 	hack/bench-dns.sh
+
+simulate: ## Deterministic fault simulation of the agents (SIM_SCHEDULES, SIM_SEED; SIM_SCHEDULE=<seed> SIM_TRACE=1 reruns one)
+	hack/simulate.sh
 
 fuzz: ## Coverage-guided fuzzing of the DNS query path (FUZZ_SECONDS, default 60; needs nightly)
 	hack/fuzz.sh

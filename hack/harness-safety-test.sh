@@ -31,7 +31,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-lab_check() { "${LAB[@]}" check >"$SAFETY_DIR/check.out" 2>&1; }
+# The checks broken on purpose here must not count as lab isolation failures in make test's
+# totals: nested runs record nothing.
+lab_check() { env -u ATOLL_RESULTS "${LAB[@]}" check >"$SAFETY_DIR/check.out" 2>&1; }
 fails() { ! "$@"; }
 # A fresh lab namespace with one node namespace and one pod namespace, as lab.sh up makes them.
 fresh_lab() {
@@ -92,7 +94,7 @@ cp "$SAFETY_DIR/netns.saved" "$NETNS_FILE"
 mkdir -p "$SAFETY_DIR/bin"
 printf '#!/bin/sh\ncase " $* " in *" route "*) echo "ip: simulated failure" >&2; exit 2 ;; esac\nexec /usr/sbin/ip "$@"\n' >"$SAFETY_DIR/bin/ip"
 chmod +x "$SAFETY_DIR/bin/ip"
-check "an ip command that errors: the check fails" fails env PATH="$SAFETY_DIR/bin:$PATH" "${LAB[@]}" check
+check "an ip command that errors: the check fails" fails env -u ATOLL_RESULTS PATH="$SAFETY_DIR/bin:$PATH" "${LAB[@]}" check
 check "the record restored, the check passes again" lab_check
 
 # A namespace of a recorded name that is not the one the lab created.

@@ -21,6 +21,8 @@ log "module graph: no cycles between modules of any crate"
 python3 "$HACK_DIR/module_graph.py"
 log "unit, property and API-shape tests"
 "$HACK_DIR/cargo-test.sh" "$ATOLL_RESULTS/cargo-unit" --locked --workspace --exclude atoll-e2e
+log "fault simulation: 10,000 schedules from a fixed seed (make simulate runs others)"
+SIM_SCHEDULES=10000 SIM_SEED=${SIM_SEED:-20261203} "$HACK_DIR/simulate.sh"
 
 cargo build --locked -p atoll
 # The install artefacts: the container image (static binary FROM scratch) and the Helm chart.
@@ -45,7 +47,7 @@ log "Helm chart: server-side dry-run on the local apiservers, CRD no-downgrade r
 "$HACK_DIR/chart.sh" dry-run 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
 # End-to-end tests that stop parts of the ClusterSet (agents, a control plane) run last, after
 # the upstream suite: a restarted kwok control plane takes minutes to schedule pods again.
-disruptive=(restart failsafe failover membership liveness hostile)
+disruptive=(restart failsafe failover membership liveness hostile faults)
 gentle=()
 for t in crates/atoll-e2e/tests/*.rs; do
   t=$(basename "$t" .rs)

@@ -4,12 +4,13 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use atoll_api::keys::{ObjectKey, ServiceKey};
-use atoll_core::dirty::{Batch, Concerned, DirtyQueue};
+use atoll_core::dirty::{Concerned, DirtyQueue};
 use kube::Resource;
 use kube::runtime::watcher::Event;
 use tokio::sync::Notify;
 
-/// The services waiting for a pass, shared by every watch and the reconciler.
+/// The marks of watch events since the reconciler last took them, shared by every watch and
+/// the loop (the reconciler keeps its own queue of what waits; this is its inbox).
 #[derive(Debug)]
 pub struct Dirty {
     queue: Mutex<DirtyQueue>,
@@ -17,12 +18,10 @@ pub struct Dirty {
 }
 
 impl Dirty {
-    /// Nothing waits but everything is due: the first pass covers every service.
+    /// An empty inbox waking `trigger` on every mark.
     pub fn new(trigger: Arc<Notify>) -> Self {
-        let mut queue = DirtyQueue::default();
-        queue.mark_everything();
         Self {
-            queue: Mutex::new(queue),
+            queue: Mutex::new(DirtyQueue::default()),
             trigger,
         }
     }
@@ -57,29 +56,14 @@ impl Dirty {
         self.trigger.notify_one();
     }
 
-    /// Queues `keys` for a pass without waking the reconciler (it is the one calling).
-    pub fn requeue(&self, keys: impl IntoIterator<Item = ServiceKey>) {
-        self.with(|q| keys.into_iter().for_each(|k| q.mark(k)));
+    /// Every mark so far, leaving the inbox empty.
+    pub fn drain(&self) -> DirtyQueue {
+        self.with(std::mem::take)
     }
 
-    /// Queues a pass over every service without waking the reconciler.
-    pub fn requeue_everything(&self) {
-        self.with(DirtyQueue::mark_everything);
-    }
-
-    /// The next batch, at most `limit` services.
-    pub fn take(&self, limit: usize) -> Option<Batch> {
-        self.with(|q| q.take(limit))
-    }
-
-    /// Whether nothing waits for a pass.
+    /// Whether no mark waits.
     pub fn is_empty(&self) -> bool {
         self.with(|q| q.is_empty())
-    }
-
-    /// Services waiting (`None`: everything).
-    pub fn waiting(&self) -> Option<usize> {
-        self.with(|q| q.len())
     }
 }
 

@@ -1,11 +1,40 @@
 //! Kubernetes Events on ServiceExports. What to announce is decided by the plan
-//! (`atoll_core::announce`); this publishes it.
+//! (`atoll_core::announce`); this publishes it, as every other write, only while this replica
+//! leads and within what is left of its leadership (the [`Fence`]).
 
 use atoll_api::keys::ObjectKey;
 use atoll_core::announce::Announcement;
 use atoll_core::plan::{ExportStatus, ImportStatus, Rejected};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
+
+use crate::fence::Fence;
+
+/// Publishes Events for the leader.
+#[derive(Clone)]
+pub struct Announcer {
+    pub recorder: Recorder,
+    pub fence: Fence,
+}
+
+impl std::fmt::Debug for Announcer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Announcer").finish_non_exhaustive()
+    }
+}
+
+impl Announcer {
+    /// Publishes `event` about `reference` if this replica may write now, within its budget.
+    async fn publish(&self, event: &Event, reference: &ObjectReference) -> Result<(), String> {
+        let Some(budget) = self.fence.budget(std::time::Instant::now()) else {
+            return Err("not leading: Event not sent".to_owned());
+        };
+        match tokio::time::timeout(budget, self.recorder.publish(event, reference)).await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("timed out after {budget:?}")),
+        }
+    }
+}
 
 fn event(announcement: &Announcement) -> Event {
     Event {
@@ -22,7 +51,7 @@ fn event(announcement: &Announcement) -> Event {
 }
 
 /// Publishes the Events of one export's status change. A failed Event is logged, never fatal.
-pub async fn publish(recorder: &Recorder, status: &ExportStatus) {
+pub async fn publish(to: &Announcer, status: &ExportStatus) {
     if status.announcements.is_empty() {
         return;
     }
@@ -35,33 +64,28 @@ pub async fn publish(recorder: &Recorder, status: &ExportStatus) {
         ..Default::default()
     };
     for announcement in &status.announcements {
-        if let Err(error) = recorder.publish(&event(announcement), &reference).await {
+        if let Err(error) = to.publish(&event(announcement), &reference).await {
             tracing::warn!(%error, export = %status.key, reason = %announcement.reason, "publishing an Event failed");
         }
     }
 }
 
 /// Publishes the Events of one import's status change (a source cluster withdrawn or back).
-pub async fn publish_on_import(recorder: &Recorder, status: &ImportStatus) {
+pub async fn publish_on_import(to: &Announcer, status: &ImportStatus) {
     for announcement in &status.announcements {
-        announce_on(recorder, "ServiceImport", &status.key, announcement).await;
+        announce_on(to, "ServiceImport", &status.key, announcement).await;
     }
 }
 
 /// Publishes one Event on the MCS object `kind` `key`. A failed Event is logged, never fatal.
-pub async fn announce_on(
-    recorder: &Recorder,
-    kind: &str,
-    key: &ObjectKey,
-    announcement: &Announcement,
-) {
-    announce_about(recorder, kind, key, announcement, None).await;
+pub async fn announce_on(to: &Announcer, kind: &str, key: &ObjectKey, announcement: &Announcement) {
+    announce_about(to, kind, key, announcement, None).await;
 }
 
 /// [`announce_on`], about `related` (a hub object): Events on one object with one reason are
 /// one series unless their related objects differ.
 pub async fn announce_about(
-    recorder: &Recorder,
+    to: &Announcer,
     kind: &str,
     key: &ObjectKey,
     announcement: &Announcement,
@@ -78,7 +102,7 @@ pub async fn announce_about(
         secondary: related,
         ..event(announcement)
     };
-    if let Err(error) = recorder.publish(&event, &reference).await {
+    if let Err(error) = to.publish(&event, &reference).await {
         tracing::warn!(%error, object = %key, reason = %announcement.reason, "publishing an Event failed");
     }
 }
@@ -97,7 +121,7 @@ pub fn hub_object(kind: &str, key: &ObjectKey) -> ObjectReference {
 /// A Warning Event on this member's own id ClusterProperty (members cannot write Events on
 /// the hub), about `related` (a hub object) when there is one.
 pub async fn announce_on_member(
-    recorder: &Recorder,
+    to: &Announcer,
     announcement: &Announcement,
     related: Option<ObjectReference>,
 ) {
@@ -111,7 +135,7 @@ pub async fn announce_on_member(
         secondary: related,
         ..event(announcement)
     };
-    if let Err(error) = recorder.publish(&event, &reference).await {
+    if let Err(error) = to.publish(&event, &reference).await {
         tracing::warn!(%error, reason = %announcement.reason, "publishing an Event failed");
     }
 }
@@ -119,7 +143,7 @@ pub async fn announce_on_member(
 /// A Warning Event about a hub record this member will not use, on the member's own id
 /// ClusterProperty (so `kubectl describe clusterproperty cluster.clusterset.k8s.io` and
 /// `kubectl get events -n default` show it): members cannot write Events on the hub.
-pub async fn announce_rejected(recorder: &Recorder, rejected: &Rejected) {
+pub async fn announce_rejected(to: &Announcer, rejected: &Rejected) {
     let announcement = Announcement {
         warning: true,
         reason: "HubRecordRejected".to_owned(),
@@ -132,7 +156,7 @@ pub async fn announce_rejected(recorder: &Recorder, rejected: &Rejected) {
     // The record itself as the related object: one Event per record, not one series for
     // every rejected record.
     let record = hub_object("ExportedService", &rejected.record);
-    announce_on_member(recorder, &announcement, Some(record)).await;
+    announce_on_member(to, &announcement, Some(record)).await;
 }
 
 #[cfg(test)]

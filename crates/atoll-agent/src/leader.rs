@@ -13,6 +13,7 @@ use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
+use crate::fence::Fence;
 use crate::metrics::Metrics;
 
 /// Where the election's Lease is and who this replica is.
@@ -67,6 +68,7 @@ pub async fn run(
     client: Client,
     settings: Settings,
     leading: watch::Sender<bool>,
+    fence: Fence,
     metrics: Metrics,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
@@ -119,7 +121,10 @@ pub async fn run(
                 tracing::warn!(lease = %lease_name, "reading the leader election Lease timed out")
             }
         }
-        let leads = elector.leading(Instant::now());
+        let now = Instant::now();
+        let leads = elector.leading(now);
+        // Writes check this, each one: they stop before leadership lapses.
+        fence.set(elector.lapses_at().filter(|_| leads));
         leading.send_if_modified(|was| {
             let changed = *was != leads;
             if changed {

@@ -9,12 +9,14 @@
 mod config;
 pub mod dirty;
 pub mod events;
-pub mod heartbeat;
+pub mod fence;
 pub mod identity;
+pub mod kept;
 pub mod leader;
 pub mod metrics;
 pub mod reconcile;
 pub mod rejections;
+mod report;
 pub mod stores;
 pub mod writer;
 
@@ -23,6 +25,10 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 pub use config::{AgentConfig, Error, FIRST_PASS, Telemetry};
+
+/// Longest any one write may take (with an election, also no longer than what is left of the
+/// leadership).
+const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Runs the agent until `shutdown` resolves.
 pub async fn run(
@@ -48,12 +54,15 @@ pub async fn run(
         ranges,
         &dirty,
     );
-    let (digests, receiver) = tokio::sync::watch::channel(None);
     // Without an election this process leads from the start.
     let (leading_tx, leading) = tokio::sync::watch::channel(config.leader.is_none());
-    if config.leader.is_none() {
-        telemetry.metrics.leader.set(1);
-    }
+    let fence = match &config.leader {
+        Some(_) => fence::Fence::elected(WRITE_TIMEOUT),
+        None => {
+            telemetry.metrics.leader.set(1);
+            fence::Fence::always(WRITE_TIMEOUT)
+        }
+    };
     let election = async {
         match &config.leader {
             Some(settings) => {
@@ -61,6 +70,7 @@ pub async fn run(
                     config.member.clone(),
                     settings.clone(),
                     leading_tx,
+                    fence.clone(),
                     telemetry.metrics.clone(),
                 )
                 .await;
@@ -68,20 +78,8 @@ pub async fn run(
             None => std::future::pending().await,
         }
     };
-    let heartbeat = heartbeat::run(
-        config.hub.clone(),
-        config.cluster_id.clone(),
-        heartbeat::Settings {
-            interval: config.heartbeat,
-            grace: config.member_grace,
-        },
-        receiver,
-        leading.clone(),
-        telemetry.metrics.clone(),
-    );
     let result = tokio::select! {
-        result = reconcile::run_loop(&config, &stores, &dirty, &trigger, &telemetry, &digests, leading) => result,
-        () = heartbeat => Ok(()),
+        result = reconcile::run_loop(&config, &stores, &dirty, &trigger, &telemetry, &fence, leading) => result,
         () = election => Ok(()),
         error = identity::id_changed(config.member.clone(), config.cluster_id.clone()) => Err(error.into()),
         () = shutdown => {
@@ -90,6 +88,7 @@ pub async fn run(
         }
     };
     // Every write has stopped with the loops above: hand the Lease to a standby at once.
+    fence.set(None);
     if let Some(settings) = &config.leader {
         leader::release(config.member.clone(), settings).await;
     }

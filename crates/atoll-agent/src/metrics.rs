@@ -72,6 +72,15 @@ pub struct Metrics {
     pub source_last_seen: Family<ClusterLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// 1 while a source cluster is withdrawn.
     pub source_withdrawn: Family<ClusterLabels, Gauge>,
+    /// 1 while a source cluster's hub objects have not matched its claim for longer than the
+    /// grace (the last matching set is imported meanwhile).
+    pub source_claim_unmatched: Family<ClusterLabels, Gauge>,
+    /// 1 while the services a source cluster takes part in are left as they are (this agent
+    /// started and cannot judge that cluster's objects yet).
+    pub source_pinned: Family<ClusterLabels, Gauge>,
+    /// Records and endpoint copies this member cannot publish: their writes keep failing, so
+    /// its heartbeat does not claim them.
+    pub unpublishable: Gauge,
     /// Withdrawals and restorations of source clusters.
     pub withdrawals: Counter,
     pub restorations: Counter,
@@ -108,6 +117,9 @@ impl Default for Metrics {
             leader_transitions: Counter::default(),
             source_last_seen: Family::default(),
             source_withdrawn: Family::default(),
+            source_claim_unmatched: Family::default(),
+            source_pinned: Family::default(),
+            unpublishable: Gauge::default(),
             withdrawals: Counter::default(),
             restorations: Counter::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
@@ -198,6 +210,21 @@ impl Metrics {
             "source_cluster_withdrawn",
             "1 while a source cluster's endpoints are withdrawn here",
             self.source_withdrawn.clone(),
+        );
+        r.register(
+            "source_cluster_claim_unmatched",
+            "1 while a source cluster's hub objects have not matched its claim for longer than the grace (the last matching set is imported)",
+            self.source_claim_unmatched.clone(),
+        );
+        r.register(
+            "source_cluster_pinned",
+            "1 while the services a source cluster takes part in are left as they are (this agent cannot judge its hub objects yet)",
+            self.source_pinned.clone(),
+        );
+        r.register(
+            "unpublishable_objects",
+            "Records and endpoint copies of this member whose hub writes keep failing (not claimed by its heartbeat)",
+            self.unpublishable.clone(),
         );
         r.register(
             "source_cluster_withdrawals",

@@ -207,7 +207,7 @@ impl Rejections {
             match &n.import {
                 Some(key) => {
                     events::announce_about(
-                        &context.recorder,
+                        &context.announcer,
                         "ServiceImport",
                         key,
                         &n.announcement,
@@ -216,7 +216,7 @@ impl Rejections {
                     .await
                 }
                 None => {
-                    events::announce_on_member(&context.recorder, &n.announcement, related).await
+                    events::announce_on_member(&context.announcer, &n.announcement, related).await
                 }
             }
         }

@@ -1,8 +1,10 @@
-//! The only code that writes. It executes a [`Plan`] made by `atoll_core::plan` and decides
-//! nothing itself: server-side apply with one field manager, deletes that tolerate objects
-//! already gone, at most 16 writes in flight per kind of write. Failed writes are logged with
-//! kind, namespace, name and the API's message, counted by kind, and handed back as
-//! [`Feedback`] for the next plan.
+//! The only code that writes. It carries out a [`Step`] of `atoll_core::reconciler` (the plan,
+//! the Events, the heartbeat renewal, the kept liveness decisions) and decides nothing itself:
+//! server-side apply with one field manager, deletes that tolerate objects already gone, at
+//! most 16 writes in flight per kind of write. Every write is fenced: it starts only while this
+//! replica leads and may take at most what is left of its leadership (see [`Fence`]). Failed
+//! writes are logged with kind, namespace, name and the API's message, counted by kind, and
+//! handed back as the [`Outcome`] the reconciler learns from.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,16 +14,17 @@ use atoll_api::inventory::ClusterProfile;
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use atoll_core::keys::of_copy;
 use atoll_core::keys::of_record;
-use atoll_core::plan::{
-    ExportStatus, Feedback, ImportApply, ImportStatus, Plan, ProfileStatus, Refusal,
-};
+use atoll_core::liveness::{copy_claim_name, record_claim_name};
+use atoll_core::plan::{ExportStatus, ImportApply, ImportStatus, Plan, ProfileStatus, Refusal};
+use atoll_core::reconciler::{Answer, HubWriteResult, Outcome, Step};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::runtime::events::Recorder;
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -29,7 +32,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::events;
+use crate::events::{self, Announcer};
+use crate::fence::Fence;
 use crate::metrics::{KindLabels, Metrics, WriteLabels};
 
 /// Field manager of every write the agent makes.
@@ -76,8 +80,10 @@ pub struct Context {
     pub(crate) writes: WriteCounter,
     /// Metrics to update.
     pub(crate) metrics: Metrics,
-    /// Publishes Events on ServiceExports.
-    pub(crate) recorder: Recorder,
+    /// Publishes Events (fenced like every write).
+    pub(crate) announcer: Announcer,
+    /// Whether this replica may write, and for how long.
+    pub(crate) fence: Fence,
 }
 
 impl std::fmt::Debug for Context {
@@ -88,7 +94,18 @@ impl std::fmt::Debug for Context {
     }
 }
 
-/// A write the API did not accept.
+/// Why a write did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("no answer within {0:?} (the rest of this replica's leadership, or the write timeout)")]
+    TimedOut(std::time::Duration),
+    #[error("not written: this replica does not lead (or too little of its leadership is left)")]
+    NotLeading,
+}
+
+/// A write that did not happen.
 #[derive(Debug, thiserror::Error)]
 #[error("{verb} {kind} {key}: {source}")]
 pub struct WriteError {
@@ -96,14 +113,14 @@ pub struct WriteError {
     pub verb: &'static str,
     pub key: ObjectKey,
     #[source]
-    pub source: kube::Error,
+    pub source: Failure,
 }
 
 impl WriteError {
     /// The refusal as the plan sees it: HTTP status (0 without an answer) and message.
     pub fn refusal(&self) -> Refusal {
         match &self.source {
-            kube::Error::Api(e) => Refusal {
+            Failure::Api(kube::Error::Api(e)) => Refusal {
                 code: e.code,
                 message: e.message.clone(),
             },
@@ -113,15 +130,6 @@ impl WriteError {
             },
         }
     }
-}
-
-/// What executing a plan did.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    /// The failures the next plan must know about.
-    pub feedback: Feedback,
-    /// Failed writes (each already logged and counted).
-    pub errors: usize,
 }
 
 /// What every object the writer writes is: of a namespaced kind known at compile time.
@@ -167,41 +175,52 @@ fn report(metrics: &Metrics, error: &WriteError) {
 }
 
 /// One write (`verb`) of the object `key` of kind `K`, which `call` makes through the API of
-/// `K` in the object's namespace: counted, logged, and a refusal turned into a [`WriteError`]
-/// that names the kind, the verb and the object.
+/// `K` in the object's namespace: started only while the fence allows and bounded by its
+/// budget, counted, logged, and a refusal turned into a [`WriteError`] that names the kind, the
+/// verb and the object.
 async fn write<K, T, F>(
     client: &Client,
     key: &ObjectKey,
     verb: &'static str,
-    writes: &WriteCounter,
+    context: &Context,
     call: impl FnOnce(Api<K>) -> F,
 ) -> Result<T, WriteError>
 where
     K: Namespaced,
     F: Future<Output = kube::Result<T>>,
 {
-    let kind = kind::<K>();
-    writes.add(&kind, verb);
+    let kind_name = kind::<K>();
+    let failed = |source| WriteError {
+        kind: kind::<K>(),
+        verb,
+        key: key.clone(),
+        source,
+    };
+    let Some(budget) = context.fence.budget(std::time::Instant::now()) else {
+        return Err(failed(Failure::NotLeading));
+    };
+    context.writes.add(&kind_name, verb);
     // The log says `apply status` where the metric's label says `apply-status`.
-    tracing::debug!(kind = %kind, %key, "{}", verb.replace('-', " "));
-    call(Api::namespaced(client.clone(), &key.namespace))
-        .await
-        .map_err(|source| WriteError {
-            kind,
-            verb,
-            key: key.clone(),
-            source,
-        })
+    tracing::debug!(kind = %kind_name, %key, "{}", verb.replace('-', " "));
+    match tokio::time::timeout(
+        budget,
+        call(Api::namespaced(client.clone(), &key.namespace)),
+    )
+    .await
+    {
+        Ok(result) => result.map_err(|e| failed(Failure::Api(e))),
+        Err(_) => Err(failed(Failure::TimedOut(budget))),
+    }
 }
 
 /// Server-side applies `object` (its name and namespace come from its metadata).
-async fn apply<K>(client: &Client, object: &K, writes: &WriteCounter) -> Result<K, WriteError>
+async fn apply<K>(client: &Client, object: &K, context: &Context) -> Result<K, WriteError>
 where
     K: Namespaced + Serialize,
 {
     let key = ObjectKey::of(object.meta());
     let name = &key.name;
-    write(client, &key, "apply", writes, |api: Api<K>| async move {
+    write(client, &key, "apply", context, |api: Api<K>| async move {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         api.patch(name, &params, &Patch::Apply(object)).await
     })
@@ -213,14 +232,14 @@ async fn apply_status<K: Namespaced>(
     client: &Client,
     key: &ObjectKey,
     partial: &Value,
-    writes: &WriteCounter,
+    context: &Context,
 ) -> Result<(), WriteError> {
     let name = &key.name;
     write(
         client,
         key,
         "apply-status",
-        writes,
+        context,
         |api: Api<K>| async move {
             let params = PatchParams::apply(FIELD_MANAGER).force();
             api.patch_status(name, &params, &Patch::Apply(partial))
@@ -235,10 +254,10 @@ async fn apply_status<K: Namespaced>(
 async fn delete<K: Namespaced>(
     client: &Client,
     key: &ObjectKey,
-    writes: &WriteCounter,
+    context: &Context,
 ) -> Result<(), WriteError> {
     let name = &key.name;
-    write(client, key, "delete", writes, |api: Api<K>| async move {
+    write(client, key, "delete", context, |api: Api<K>| async move {
         match api.delete(name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
@@ -273,7 +292,7 @@ where
     K: Namespaced + Serialize + Sync,
 {
     each(objects, |object| async move {
-        apply(client, object, &context.writes)
+        apply(client, object, context)
             .await
             .err()
             .map(|e| (object, e))
@@ -288,14 +307,34 @@ async fn delete_each<K: Namespaced>(
     context: &Context,
 ) -> Vec<WriteError> {
     each(keys, |key| async move {
-        delete::<K>(client, key, &context.writes).await.err()
+        delete::<K>(client, key, context).await.err()
     })
     .await
 }
 
-/// Executes `plan`: hub writes, member writes and export statuses run side by side; within the
-/// member, each ServiceImport is applied before its status.
-pub async fn execute(hub: &Client, member: &Client, plan: &Plan, context: &Context) -> Outcome {
+/// Where the writer keeps what is not in a plan: this member's heartbeat Lease on the hub and
+/// its kept liveness decisions.
+#[derive(Clone, Debug)]
+pub struct Targets {
+    pub cluster_id: String,
+    /// The heartbeat interval and the grace this member asks importers for.
+    pub interval: std::time::Duration,
+    pub grace: std::time::Duration,
+    /// The ConfigMap in the member that holds the kept liveness decisions.
+    pub kept: ObjectKey,
+}
+
+/// Carries out `step`: the plan's hub writes, member writes and export statuses side by side
+/// (within the member, each ServiceImport before its status), then the Events on rejected
+/// records, the heartbeat renewal (after the hub writes it claims) and the kept decisions.
+pub async fn execute(
+    hub: &Client,
+    member: &Client,
+    step: &Step,
+    targets: &Targets,
+    context: &Context,
+) -> Outcome {
+    let plan = &step.plan;
     let (hub_result, member_result, export_errors, profile_errors) = futures::join!(
         hub_writes(hub, plan, context),
         member_writes(member, plan, context),
@@ -303,19 +342,34 @@ pub async fn execute(hub: &Client, member: &Client, plan: &Plan, context: &Conte
         profile_status(hub, plan.profile.as_ref(), context),
     );
     let mut outcome = Outcome::default();
-    let (publish_failures, hub_errors) = hub_result;
     let (derived_failures, member_errors) = member_result;
-    outcome.feedback.publish_failures = publish_failures;
+    outcome.feedback.publish_failures = hub_result.record_failures;
+    outcome.feedback.copy_failures = hub_result.copy_failures;
     outcome.feedback.derived_failures = derived_failures;
-    outcome.errors = hub_errors + member_errors + export_errors + profile_errors;
+    outcome.hub = hub_result.results;
+    outcome.errors = hub_result.errors + member_errors + export_errors + profile_errors;
+    for rejected in &step.announce {
+        events::announce_rejected(&context.announcer, rejected).await;
+    }
+    if let Some(renewal) = &step.renewal {
+        outcome.renewal = Some(renew(hub, renewal, targets, context).await);
+    }
+    if let Some(kept) = &step.keep {
+        outcome.kept = Some(keep(member, kept, targets, context).await);
+    }
     outcome
 }
 
-async fn hub_writes(
-    hub: &Client,
-    plan: &Plan,
-    context: &Context,
-) -> (std::collections::BTreeMap<ServiceKey, Refusal>, usize) {
+/// The hub writes' results: per claimed name, and the refusals the next plan needs.
+#[derive(Default)]
+struct HubResult {
+    results: Vec<HubWriteResult>,
+    record_failures: std::collections::BTreeMap<ServiceKey, Refusal>,
+    copy_failures: std::collections::BTreeMap<ServiceKey, (String, Refusal)>,
+    errors: usize,
+}
+
+async fn hub_writes(hub: &Client, plan: &Plan, context: &Context) -> HubResult {
     let writes = &plan.hub;
     let (records, slices, stale_records, stale_slices) = futures::join!(
         apply_each::<ExportedService>(hub, &writes.apply_records, context),
@@ -323,16 +377,150 @@ async fn hub_writes(
         delete_each::<ExportedService>(hub, &writes.delete_records, context),
         delete_each::<ExportedEndpointSlice>(hub, &writes.delete_slices, context),
     );
-    let failures = refusals(&context.metrics, &records, |record, _| of_record(record));
-    let others = slices
-        .iter()
-        .map(|(_, e)| e)
-        .chain(&stale_records)
-        .chain(&stale_slices);
-    (
-        failures,
-        records.len() + report_all(&context.metrics, others),
+    let name = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.name.clone().unwrap_or_default()
+    };
+    // Each failed write's name and the HTTP status of its answer (0: none came).
+    let failed = |errors: &mut dyn Iterator<Item = &WriteError>| {
+        errors
+            .map(|e| (e.key.name.clone(), e.refusal().code))
+            .collect::<std::collections::BTreeMap<String, u16>>()
+    };
+    let answer = |failed: &std::collections::BTreeMap<String, u16>, name: &str| {
+        failed
+            .get(name)
+            .map_or(Answer::Done, |code| Answer::of_status(*code))
+    };
+    let mut result = HubResult::default();
+    let f = failed(&mut records.iter().map(|(_, e)| e));
+    result
+        .results
+        .extend(writes.apply_records.iter().map(|r| HubWriteResult {
+            name: record_claim_name(&name(&r.metadata)),
+            apply: true,
+            answer: answer(&f, &name(&r.metadata)),
+        }));
+    let f = failed(&mut slices.iter().map(|(_, e)| e));
+    result
+        .results
+        .extend(writes.apply_slices.iter().map(|c| HubWriteResult {
+            name: copy_claim_name(&name(&c.metadata)),
+            apply: true,
+            answer: answer(&f, &name(&c.metadata)),
+        }));
+    let f = failed(&mut stale_records.iter());
+    result
+        .results
+        .extend(writes.delete_records.iter().map(|k| HubWriteResult {
+            name: record_claim_name(&k.name),
+            apply: false,
+            answer: answer(&f, &k.name),
+        }));
+    let f = failed(&mut stale_slices.iter());
+    result
+        .results
+        .extend(writes.delete_slices.iter().map(|k| HubWriteResult {
+            name: copy_claim_name(&k.name),
+            apply: false,
+            answer: answer(&f, &k.name),
+        }));
+    result.record_failures = refusals(&context.metrics, &records, |record, _| of_record(record));
+    for (copy, error) in &slices {
+        report(&context.metrics, error);
+        result
+            .copy_failures
+            .insert(of_copy(copy), (error.key.name.clone(), error.refusal()));
+    }
+    result.errors = records.len()
+        + slices.len()
+        + report_all(&context.metrics, stale_records.iter().chain(&stale_slices));
+    result
+}
+
+/// Renews this member's heartbeat Lease; whether the hub took it.
+async fn renew(
+    hub: &Client,
+    renewal: &atoll_core::reconciler::Renewal,
+    targets: &Targets,
+    context: &Context,
+) -> bool {
+    // What `atoll status` shows as this member's last error (bounded: annotations are small).
+    let last_error: String = context
+        .metrics
+        .last_error
+        .lock()
+        .ok()
+        .and_then(|e| e.clone())
+        .unwrap_or_default()
+        .chars()
+        .take(512)
+        .collect();
+    let lease = atoll_core::reconciler::heartbeat_lease(
+        &targets.cluster_id,
+        renewal,
+        targets.interval,
+        targets.grace,
+        &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+        &last_error,
+    );
+    let key = ObjectKey::new(
+        &atoll_api::hub::namespace_for(&targets.cluster_id),
+        atoll_api::hub::LEASE_NAME,
+    );
+    let name = &key.name;
+    let written = write(hub, &key, "apply", context, |api: Api<Lease>| async move {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(name, &params, &Patch::Apply(&lease)).await
+    })
+    .await;
+    match written {
+        Ok(_) => {
+            context.metrics.heartbeats.inc();
+            true
+        }
+        Err(error) => {
+            context.metrics.heartbeat_failures.inc();
+            tracing::warn!(%error, "renewing the heartbeat Lease failed");
+            false
+        }
+    }
+}
+
+/// Keeps the liveness decisions in the member; whether the write went through.
+async fn keep(
+    member: &Client,
+    kept: &atoll_core::liveness::Persisted,
+    targets: &Targets,
+    context: &Context,
+) -> bool {
+    let config_map = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": targets.kept.name,
+            "namespace": targets.kept.namespace,
+            "labels": { "app.kubernetes.io/managed-by": "atoll" },
+        },
+        "data": { crate::kept::DATA_KEY: kept.encode() },
+    });
+    let name = &targets.kept.name;
+    let written = write(
+        member,
+        &targets.kept,
+        "apply",
+        context,
+        |api: Api<ConfigMap>| async move {
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            api.patch(name, &params, &Patch::Apply(&config_map)).await
+        },
     )
+    .await;
+    match written {
+        Ok(_) => true,
+        Err(error) => {
+            report(&context.metrics, &error);
+            false
+        }
+    }
 }
 
 /// Reports failed applies whose refusal the next plan needs, keyed by the service each belongs to.
@@ -362,7 +550,7 @@ async fn member_writes(
 ) -> (std::collections::BTreeMap<ServiceKey, Refusal>, usize) {
     let writes = &plan.member;
     for (key, announcement) in &writes.withdrawn_imports {
-        events::announce_on(&context.recorder, "ServiceImport", key, announcement).await;
+        events::announce_on(&context.announcer, "ServiceImport", key, announcement).await;
     }
     let (derived, imports, slices, stale_imports, stale_derived, stale_slices) = futures::join!(
         apply_each::<Service>(member, &writes.apply_derived, context),
@@ -431,11 +619,11 @@ async fn imports_then_statuses(
             "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
             "status": s.status,
         });
-        let result = apply_status::<ServiceImport>(member, &s.key, &partial, &context.writes)
+        let result = apply_status::<ServiceImport>(member, &s.key, &partial, context)
             .await
             .err();
         if result.is_none() {
-            events::publish_on_import(&context.recorder, s).await;
+            events::publish_on_import(&context.announcer, s).await;
         }
         result
     })
@@ -453,7 +641,7 @@ async fn profile_status(hub: &Client, status: Option<&ProfileStatus>, context: &
         "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
         "status": { "properties": status.properties },
     });
-    match apply_status::<ClusterProfile>(hub, &status.key, &partial, &context.writes).await {
+    match apply_status::<ClusterProfile>(hub, &status.key, &partial, context).await {
         Ok(()) => 0,
         Err(error) => {
             report(&context.metrics, &error);
@@ -465,12 +653,12 @@ async fn profile_status(hub: &Client, status: Option<&ProfileStatus>, context: &
 /// Export conditions, each preceded by the Events announcing its changes.
 async fn export_statuses(member: &Client, statuses: &[ExportStatus], context: &Context) -> usize {
     let errors: Vec<WriteError> = each(statuses, |s| async move {
-        events::publish(&context.recorder, s).await;
+        events::publish(&context.announcer, s).await;
         let partial = json!({
             "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
             "status": { "conditions": s.conditions },
         });
-        apply_status::<ServiceExport>(member, &s.key, &partial, &context.writes)
+        apply_status::<ServiceExport>(member, &s.key, &partial, context)
             .await
             .err()
     })
@@ -487,7 +675,7 @@ mod tests {
             kind: "Service".into(),
             verb: "apply",
             key: ObjectKey::new("demo", "derived-x"),
-            source,
+            source: Failure::Api(source),
         }
     }
 

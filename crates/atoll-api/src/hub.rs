@@ -27,6 +27,13 @@ pub const LEASE_NAME: &str = "atoll-heartbeat";
 pub const CLAIM_ANNOTATION: &str = "hub.atoll.dev/claim";
 /// Annotation on the heartbeat Lease: the member's last failed write (empty when none).
 pub const LAST_ERROR_ANNOTATION: &str = "hub.atoll.dev/last-error";
+/// Annotation on the heartbeat Lease: a counter the member raises with every renewal (at least
+/// its wall clock in milliseconds, and above what the Lease held), so importers can tell a
+/// heartbeat from a Lease restored from a backup or re-created with an older value.
+pub const BEAT_ANNOTATION: &str = "hub.atoll.dev/beat";
+/// Annotation on the heartbeat Lease: seconds between the member's renewals, so importers judge
+/// it by its own rhythm (its `leaseDurationSeconds` is the grace it asks for).
+pub const INTERVAL_ANNOTATION: &str = "hub.atoll.dev/heartbeat-seconds";
 
 /// The hub namespace of a member.
 pub fn namespace_for(cluster: &str) -> String {

@@ -11,7 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 macro_rules! namespaced_key {
     ($(#[$doc:meta])* $key:ident) => {
         $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[derive(
+            Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+        )]
         pub struct $key {
             pub namespace: String,
             pub name: String,

@@ -157,10 +157,13 @@ pub const SOURCE_CLUSTERS: &str = "hub.atoll.dev/SourceClusters";
 pub const REASON_ALL_LIVE: &str = "AllLive";
 pub const REASON_WITHDRAWN: &str = "SourcesWithdrawn";
 pub const REASON_STALE: &str = "SourcesStale";
+pub const REASON_UNMATCHED: &str = "SourcesUnmatched";
 
-/// Which of the service's source clusters are withdrawn (their endpoints no longer imported)
-/// or stale (late, still imported), and since when. The times are those of the sightings, so
-/// the message stays the same while nothing changes.
+/// Which of the service's source clusters are withdrawn (their endpoints no longer imported),
+/// stale (late, still imported) or unmatched (their hub objects have not matched their claim for
+/// longer than the grace: the last set that did is imported). The message names clusters only,
+/// never a time, so it stays the same while nothing changes; when it changed is the condition's
+/// transition time.
 pub fn source_clusters(
     merged: &crate::merge::MergedService,
     liveness: &crate::liveness::Liveness,
@@ -168,33 +171,49 @@ pub fn source_clusters(
     now: &Time,
 ) -> Condition {
     let key = ServiceKey::new(&merged.namespace, &merged.name);
-    let withdrawn: Vec<String> = liveness
+    let withdrawn: Vec<&str> = liveness
         .withdrawn
         .iter()
         .filter(|(_, w)| w.services.contains(&key))
-        .map(|(c, w)| format!("{c} (no heartbeat seen since {})", w.last_seen.0))
+        .map(|(c, _)| c.as_str())
         .collect();
-    let stale: Vec<String> = merged
-        .clusters
-        .iter()
-        .filter_map(|c| {
-            liveness
-                .stale
-                .get(c)
-                .map(|t| format!("{c} (last heartbeat seen {})", t.0))
-        })
-        .collect();
+    let among = |set: &dyn Fn(&str) -> bool| -> Vec<&str> {
+        merged
+            .clusters
+            .iter()
+            .map(String::as_str)
+            .filter(|c| set(c))
+            .collect()
+    };
+    let stale = among(&|c| liveness.stale.contains_key(c));
+    let unmatched = among(&|c| liveness.unmatched.contains_key(c));
     let mut parts = Vec::new();
     if !withdrawn.is_empty() {
-        parts.push(format!("withdrawn: {}", withdrawn.join(", ")));
+        parts.push(format!(
+            "withdrawn: {} (no heartbeat within the grace; endpoints no longer imported)",
+            withdrawn.join(", ")
+        ));
     }
     if !stale.is_empty() {
-        parts.push(format!("stale: {}", stale.join(", ")));
+        parts.push(format!(
+            "stale: {} (heartbeat late; still imported)",
+            stale.join(", ")
+        ));
     }
-    let reason = match (withdrawn.is_empty(), stale.is_empty()) {
-        (true, true) => REASON_ALL_LIVE,
-        (false, _) => REASON_WITHDRAWN,
-        (true, false) => REASON_STALE,
+    if !unmatched.is_empty() {
+        parts.push(format!(
+            "unmatched: {} (hub objects differ from what the member claims for longer than the grace; the last matching set is imported; run `atoll status`)",
+            unmatched.join(", ")
+        ));
+    }
+    let reason = if !withdrawn.is_empty() {
+        REASON_WITHDRAWN
+    } else if !stale.is_empty() {
+        REASON_STALE
+    } else if !unmatched.is_empty() {
+        REASON_UNMATCHED
+    } else {
+        REASON_ALL_LIVE
     };
     condition(
         SOURCE_CLUSTERS,

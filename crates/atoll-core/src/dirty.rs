@@ -56,6 +56,21 @@ impl DirtyQueue {
         self.namespaces.clear();
     }
 
+    /// Takes in every mark of `other` (marks gathered elsewhere, say by watches while a pass
+    /// ran), behind those already waiting.
+    pub fn absorb(&mut self, other: DirtyQueue) {
+        if other.everything {
+            self.mark_everything();
+            return;
+        }
+        for key in other.order {
+            self.mark(key);
+        }
+        for namespace in other.namespaces {
+            self.mark_namespace(&namespace);
+        }
+    }
+
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         !self.everything && self.order.is_empty() && self.namespaces.is_empty()
@@ -241,6 +256,30 @@ mod tests {
 
     fn key(name: &str) -> ServiceKey {
         ServiceKey::new("demo", name)
+    }
+
+    #[test]
+    fn absorbed_marks_queue_behind_those_waiting_and_everything_wins() {
+        let mut queue = DirtyQueue::default();
+        queue.mark(key("a"));
+        let mut inbox = DirtyQueue::default();
+        inbox.mark(key("b"));
+        inbox.mark(key("a"));
+        inbox.mark_namespace("other");
+        queue.absorb(inbox);
+        assert_eq!(
+            queue.take(10),
+            Some(Batch::Some {
+                services: BTreeSet::from([key("a"), key("b")]),
+                namespaces: BTreeSet::from(["other".to_owned()]),
+            })
+        );
+        let mut inbox = DirtyQueue::default();
+        inbox.mark_everything();
+        queue.mark(key("c"));
+        queue.absorb(inbox);
+        assert_eq!(queue.take(10), Some(Batch::Everything));
+        assert!(queue.is_empty());
     }
 
     #[test]

@@ -3,10 +3,9 @@
 //! records, source clusters, merge, this member's namespace, ServiceImport, endpoints, DNS),
 //! each hop with what was found and, when it is broken, a concrete fix.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::ops::ControlFlow;
-use std::time::Duration;
 
 use atoll_api::hub::{ExportedService, ExportedServiceSpec, NamespacePolicySpec};
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
@@ -14,6 +13,7 @@ use atoll_api::{Condition, ConditionStatus};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
+use crate::liveness::Verdict;
 use crate::merge::merge_records;
 use crate::namespaces::excluded;
 use crate::trust::record_problem;
@@ -37,11 +37,11 @@ pub struct Facts {
     pub members: Vec<MemberView>,
     /// Hub records of this service, in every member namespace.
     pub records: Vec<ExportedService>,
-    /// Age of each member's heartbeat (by its renewTime, as the hub holds it); `None` when it
-    /// has none.
-    pub heartbeats: BTreeMap<String, Option<Duration>>,
-    /// The grace after which importers withdraw a silent member.
-    pub grace: Duration,
+    /// Members with a heartbeat Lease on the hub.
+    pub leases: BTreeSet<String>,
+    /// The liveness decisions this member's agent keeps (`None`: it keeps none, or they
+    /// cannot be read): its verdicts on the source clusters.
+    pub kept: Option<crate::liveness::Persisted>,
     pub policy: NamespacePolicySpec,
     /// Whether the namespace exists in this member.
     pub namespace_exists: bool,
@@ -81,15 +81,6 @@ fn broken(name: impl Into<String>, detail: impl Into<String>, fix: impl Into<Str
 
 fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
-}
-
-fn age(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 120 {
-        format!("{}m ago", s / 60)
-    } else {
-        format!("{s}s ago")
-    }
 }
 
 /// The hops, in order. The first that is not `ok` is what to fix first.
@@ -224,22 +215,48 @@ impl<'f> Trace<'f> {
         let f = self.facts;
         for spec in trusted {
             let hop = format!("source cluster {}", spec.cluster);
-            self.hops.push(match f.heartbeats.get(&spec.cluster) {
-                Some(Some(a)) if *a > f.grace => broken(
+            let verdict = f
+                .kept
+                .as_ref()
+                .map_or(Verdict::Live, |k| k.verdict(&spec.cluster));
+            let since = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+                t.as_ref().map_or(String::new(), |t| {
+                    format!(" (heartbeat last seen moving at {})", t.0)
+                })
+            };
+            self.hops.push(match verdict {
+                Verdict::Withdrawn(at) => broken(
                     hop,
                     format!(
-                        "{} withdrawn: its Lease last changed {} (grace {} s)",
+                        "{} withdrawn by the agent of {}: no heartbeat within its grace{}",
                         spec.cluster,
-                        age(*a),
-                        f.grace.as_secs()
+                        f.member,
+                        since(&at)
                     ),
                     format!(
                         "bring the Atoll agent of {} back (or `atoll leave` it)",
                         spec.cluster
                     ),
                 ),
-                Some(Some(a)) => ok(hop, format!("heartbeat renewed {}", age(*a))),
-                Some(None) | None => ok(hop, "no heartbeat Lease (imported as published)"),
+                Verdict::Stale(at) => ok(
+                    hop,
+                    format!("stale: its heartbeat is late, still imported{}", since(&at)),
+                ),
+                Verdict::Unmatched(at) => broken(
+                    hop,
+                    format!(
+                        "its hub objects have not matched what it claims since {} (the agent of {} imports the last matching set)",
+                        at.0, f.member
+                    ),
+                    format!(
+                        "check the Atoll agent of {} (its log and `atoll_agent_unpublishable_objects`): a write of its own keeps failing, or the hub lost its objects",
+                        spec.cluster
+                    ),
+                ),
+                Verdict::Live if f.leases.contains(&spec.cluster) => {
+                    ok(hop, format!("live, as the agent of {} judges it", f.member))
+                }
+                Verdict::Live => ok(hop, "no heartbeat Lease (imported as published)"),
             });
         }
     }

@@ -56,8 +56,8 @@ fn healthy() -> Facts {
             export: Some(export(("True", "Valid"))),
         }],
         records: vec![record("c2", 80, "2026-01-01T00:00:00Z")],
-        heartbeats: [("c2".to_owned(), Some(Duration::from_secs(3)))].into(),
-        grace: Duration::from_secs(60),
+        leases: ["c2".to_owned()].into(),
+        kept: None,
         policy: NamespacePolicySpec::default(),
         namespace_exists: true,
         import: Some(import(true)),
@@ -108,8 +108,7 @@ fn an_invalid_export_is_named_first() {
 fn a_conflict_is_named_with_the_winner() {
     let mut f = healthy();
     f.records.push(record("c1", 8080, "2025-01-01T00:00:00Z"));
-    f.heartbeats
-        .insert("c1".into(), Some(Duration::from_secs(1)));
+    f.leases.insert("c1".into());
     let hop = first_broken(&f).unwrap();
     assert_eq!(hop.name, "merge");
     assert!(hop.detail.starts_with("PortConflict"), "{}", hop.detail);
@@ -120,17 +119,71 @@ fn a_conflict_is_named_with_the_winner() {
     );
 }
 
+fn kept(cluster: &str, source: crate::liveness::PersistedSource) -> crate::liveness::Persisted {
+    crate::liveness::Persisted {
+        format: 1,
+        reserved: 0,
+        sources: [(cluster.to_owned(), source)].into(),
+    }
+}
+
+fn at(rfc3339: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    serde_json::from_value(serde_json::json!(rfc3339)).unwrap()
+}
+
 #[test]
-fn a_withdrawn_source_cluster_is_named_with_its_lease_age() {
+fn a_withdrawn_source_cluster_is_named_as_the_agent_judged_it() {
     let mut f = healthy();
-    f.heartbeats
-        .insert("c2".into(), Some(Duration::from_secs(180)));
+    f.kept = Some(kept(
+        "c2",
+        crate::liveness::PersistedSource {
+            standing: Some(crate::liveness::Standing::Withdrawn),
+            since: Some(at("2026-12-03T10:00:00Z")),
+            ..Default::default()
+        },
+    ));
     let hop = first_broken(&f).unwrap();
     assert_eq!(hop.name, "source cluster c2");
     assert_eq!(
         hop.detail,
-        "c2 withdrawn: its Lease last changed 3m ago (grace 60 s)"
+        "c2 withdrawn by the agent of c3: no heartbeat within its grace (heartbeat last seen moving at 2026-12-03T10:00:00Z)"
     );
+}
+
+#[test]
+fn an_unmatched_claim_is_named_with_where_to_look() {
+    let mut f = healthy();
+    f.kept = Some(kept(
+        "c2",
+        crate::liveness::PersistedSource {
+            unmatched: Some(at("2026-12-03T10:00:00Z")),
+            accepted_epoch: 4,
+            ..Default::default()
+        },
+    ));
+    let hop = first_broken(&f).unwrap();
+    assert_eq!(hop.name, "source cluster c2");
+    assert!(
+        hop.detail
+            .contains("have not matched what it claims since 2026-12-03T10:00:00Z"),
+        "{}",
+        hop.detail
+    );
+    assert!(
+        hop.fix
+            .unwrap()
+            .contains("atoll_agent_unpublishable_objects")
+    );
+}
+
+#[test]
+fn a_live_source_is_what_the_agent_says_never_a_lease_age() {
+    // A member whose clock is far behind (its renewTime an hour old) is live if the agent
+    // judges it so: explain reads no remote clock.
+    let f = healthy();
+    let hops = explain(&f);
+    let hop = hops.iter().find(|h| h.name == "source cluster c2").unwrap();
+    assert_eq!(hop.detail, "live, as the agent of c3 judges it");
 }
 
 #[test]

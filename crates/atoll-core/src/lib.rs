@@ -44,6 +44,7 @@ pub mod merge;
 pub mod namespaces;
 pub mod plan;
 pub mod precedence;
+pub mod reconciler;
 #[cfg(test)]
 mod test_support;
 pub mod text;

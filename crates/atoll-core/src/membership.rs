@@ -28,6 +28,8 @@ pub const SYSTEM_NAMESPACE: &str = "atoll-system";
 pub const HUB_SECRET: &str = "atoll-hub";
 /// The Lease in [`SYSTEM_NAMESPACE`] the agent replicas of a member elect their writer with.
 pub const LEADER_LEASE: &str = "atoll-agent";
+/// The ConfigMap in which the agent keeps its liveness decisions (beside its Lease).
+pub const KEPT_CONFIG_MAP: &str = "atoll-agent-liveness";
 /// Keys of [`HUB_SECRET`].
 pub const SECRET_KUBECONFIG: &str = "kubeconfig";
 pub const SECRET_CLUSTER_ID: &str = "cluster-id";
@@ -497,6 +499,13 @@ pub fn member_objects(id: &ClusterId, clusterset: &str, kubeconfig: &str) -> Mem
                     ..rule(&["coordination.k8s.io"], &["leases"], &["get", "update"])
                 },
                 rule(&["coordination.k8s.io"], &["leases"], &["create"]),
+                // Where it keeps its liveness decisions for a successor (create, which
+                // server-side apply needs the first time, cannot be limited by name).
+                PolicyRule {
+                    resource_names: Some(vec![KEPT_CONFIG_MAP.to_owned()]),
+                    ..rule(&[""], &["configmaps"], &["get", "patch", "update"])
+                },
+                rule(&[""], &["configmaps"], &["create"]),
             ]),
         },
         secret_binding: RoleBinding {

@@ -161,6 +161,26 @@ pub fn agents(action: &str, clusters: &[&str]) -> anyhow::Result<()> {
     hack("agents.sh", action, clusters)
 }
 
+/// [`agents`] with the heartbeat interval and grace the started agents use (the environment
+/// `hack/agents.sh` reads).
+pub fn agents_with_rhythm(
+    action: &str,
+    clusters: &[&str],
+    heartbeat_seconds: u64,
+    grace_seconds: u64,
+) -> anyhow::Result<()> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack/agents.sh");
+    let status = std::process::Command::new(&script)
+        .arg(action)
+        .args(clusters)
+        .env("ATOLL_HEARTBEAT_SECONDS", heartbeat_seconds.to_string())
+        .env("ATOLL_MEMBER_GRACE_SECONDS", grace_seconds.to_string())
+        .status()
+        .with_context(|| format!("running {}", script.display()))?;
+    anyhow::ensure!(status.success(), "agents.sh {action} failed: {status}");
+    Ok(())
+}
+
 /// Runs `hack/cluster.sh <action> <cluster>` (stop or start one cluster's control plane).
 pub fn cluster(action: &str, cluster: &str) -> anyhow::Result<()> {
     hack("cluster.sh", action, &[cluster])

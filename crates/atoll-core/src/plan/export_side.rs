@@ -68,13 +68,13 @@ pub(super) fn plan(
         published
             .entry(key.clone())
             .or_default()
-            .push(format!("r/{name}"));
+            .push(crate::liveness::record_claim_name(name));
     }
     for (name, copy) in &copies {
         published
             .entry(of_copy(copy))
             .or_default()
-            .push(format!("s/{name}"));
+            .push(crate::liveness::copy_claim_name(name));
     }
     let own = hub::namespace_for(cluster);
     let mut writes = HubWrites::default();
@@ -100,6 +100,12 @@ pub(super) fn plan(
     let (apply, delete) = sync(&own, &observed.hub_slices, copies.iter(), |o, d| {
         o.spec == d.spec && o.metadata.labels == d.metadata.labels
     });
+    // Copies still to write: their export is Ready only once they are on the hub too.
+    let copies_pending: std::collections::BTreeSet<ServiceKey> = apply
+        .iter()
+        .filter_map(|n| copies.get(n))
+        .map(of_copy)
+        .collect();
     writes.apply_slices = apply
         .iter()
         .filter_map(|n| copies.get(n))
@@ -113,14 +119,24 @@ pub(super) fn plan(
         let Some(verdict) = validity.get(&key) else {
             continue;
         };
-        let publication = if pending.contains(&key) {
-            match feedback.publish_failures.get(&key) {
-                Some(refusal) => Publication::Failed(refusal.message.clone()),
-                // Written in this pass: Ready is set once the hub is seen holding it.
-                None => continue,
-            }
-        } else {
-            Publication::Published
+        let record_failure = pending
+            .contains(&key)
+            .then(|| feedback.publish_failures.get(&key))
+            .flatten()
+            .map(|refusal| refusal.message.clone());
+        let copy_failure = copies_pending
+            .contains(&key)
+            .then(|| feedback.copy_failures.get(&key))
+            .flatten()
+            .map(|(name, refusal)| format!("endpoint copy {name}: {}", refusal.message));
+        let publication = match (
+            record_failure.or(copy_failure),
+            pending.contains(&key) || copies_pending.contains(&key),
+        ) {
+            (Some(message), _) => Publication::Failed(message),
+            // Written in this pass: Ready is set once the hub is seen holding it.
+            (None, true) => continue,
+            (None, false) => Publication::Published,
         };
         let conflict = merged
             .get(&key)

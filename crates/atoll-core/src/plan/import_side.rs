@@ -140,7 +140,14 @@ pub(super) fn plan(
 
     let mut writes = MemberWrites::default();
     let mut wanted = Wanted::default();
+    // Services a pinned source takes part in stay exactly as they are: nothing written, nothing
+    // of theirs deleted.
+    let pinned = super::pinned::pinned_services(observed);
+    keep_as_they_are(&pinned, &here, &mut wanted);
     for (key, m) in merged {
+        if pinned.contains(key) {
+            continue;
+        }
         if !namespaces.contains(key.namespace.as_str()) {
             // Namespace sameness: Atoll never creates namespaces.
             report.skipped.push(key.clone());
@@ -205,6 +212,34 @@ pub(super) fn plan(
         .map(|(k, _)| k.clone())
         .collect();
     writes
+}
+
+/// Marks every object Atoll owns here for the services `keep` as wanted, so none is deleted.
+fn keep_as_they_are(keep: &BTreeSet<ServiceKey>, here: &Here<'_>, wanted: &mut Wanted) {
+    if keep.is_empty() {
+        return;
+    }
+    let of_label = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get(labels::SERVICE_NAME))
+            .map(|name| ServiceKey::new(meta.namespace.as_deref().unwrap_or_default(), name))
+    };
+    for key in here.imports.keys() {
+        if keep.contains(&ServiceKey::new(&key.namespace, &key.name)) {
+            wanted.imports.insert(key.clone());
+        }
+    }
+    for (key, service) in &here.services {
+        if of_label(&service.metadata).is_some_and(|s| keep.contains(&s)) {
+            wanted.derived.insert(key.clone());
+        }
+    }
+    for (key, slice) in &here.slices {
+        if of_label(&slice.metadata).is_some_and(|s| keep.contains(&s)) {
+            wanted.slices.insert(key.clone());
+        }
+    }
 }
 
 fn by_key<K>(

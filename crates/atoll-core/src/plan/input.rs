@@ -111,6 +111,9 @@ impl Refusal {
 pub struct Feedback {
     /// Exports whose hub record could not be written.
     pub publish_failures: BTreeMap<ServiceKey, Refusal>,
+    /// Exports one of whose endpoint copies could not be written (the copy's name with the
+    /// refusal).
+    pub copy_failures: BTreeMap<ServiceKey, (String, Refusal)>,
     /// Imports whose derived Service could not be written.
     pub derived_failures: BTreeMap<ServiceKey, Refusal>,
 }
@@ -124,8 +127,10 @@ impl Feedback {
             return;
         };
         self.publish_failures.retain(|k, _| !scope.contains(k));
+        self.copy_failures.retain(|k, _| !scope.contains(k));
         self.derived_failures.retain(|k, _| !scope.contains(k));
         self.publish_failures.extend(pass.publish_failures);
+        self.copy_failures.extend(pass.copy_failures);
         self.derived_failures.extend(pass.derived_failures);
     }
 
@@ -135,7 +140,11 @@ impl Feedback {
         let codes = |m: &BTreeMap<ServiceKey, Refusal>| -> Vec<(ServiceKey, u16)> {
             m.iter().map(|(k, r)| (k.clone(), r.code)).collect()
         };
+        let copy_codes = |m: &BTreeMap<ServiceKey, (String, Refusal)>| -> Vec<(ServiceKey, u16)> {
+            m.iter().map(|(k, (_, r))| (k.clone(), r.code)).collect()
+        };
         codes(&self.publish_failures) == codes(&other.publish_failures)
+            && copy_codes(&self.copy_failures) == copy_codes(&other.copy_failures)
             && codes(&self.derived_failures) == codes(&other.derived_failures)
     }
 }

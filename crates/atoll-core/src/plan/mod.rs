@@ -13,6 +13,7 @@ mod export_side;
 mod import_side;
 mod input;
 mod output;
+mod pinned;
 mod report;
 pub mod scope;
 #[cfg(test)]
@@ -23,6 +24,7 @@ pub use output::{
     ExportStatus, HubWrites, ImportApply, ImportStatus, MemberWrites, Plan, ProfileStatus,
     Published,
 };
+pub use pinned::pinned_services;
 pub use report::{HubKind, Rejected, Report};
 
 use std::collections::BTreeMap;
@@ -35,11 +37,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::keys::of_record;
 use crate::merge::{MergedService, merge_records};
 use crate::trust::record_rejection;
-
-/// The digest a member claims for everything it publishes.
-pub fn claim_digest(published: &Published) -> String {
-    crate::liveness::digest(published.values().flatten().map(String::as_str))
-}
 
 /// The plan of one pass for `member`, at time `now`.
 pub fn plan(member: &Member, observed: &Observed, feedback: &Feedback, now: &Time) -> Plan {
@@ -63,7 +60,6 @@ pub fn plan(member: &Member, observed: &Observed, feedback: &Feedback, now: &Tim
     let member_writes = import_side::plan(cluster, observed, feedback, &merged, now, &mut report);
     Plan {
         hub,
-        claim_digest: claim_digest(&published),
         published,
         profile: profile_status(member, observed, now),
         member: member_writes,

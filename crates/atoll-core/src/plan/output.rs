@@ -95,10 +95,9 @@ pub type Published = BTreeMap<ServiceKey, Vec<String>>;
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     pub hub: HubWrites,
-    /// Digest of the names of the records and copies this member publishes (its desired
-    /// state), for the claim on its heartbeat Lease.
-    pub claim_digest: String,
-    /// Those names, per service (a pass over some services knows only theirs).
+    /// The names of the records and copies this member publishes (its desired state; what it
+    /// claims is decided from these in `crate::reconciler`), per service (a pass over some
+    /// services knows only theirs).
     pub published: Published,
     pub profile: Option<ProfileStatus>,
     pub member: MemberWrites,

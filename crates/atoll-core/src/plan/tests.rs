@@ -897,7 +897,7 @@ fn withdrawn_sources_leave_the_import_say_so_and_the_last_one_takes_it_away() {
     assert!(
         condition
             .message
-            .starts_with("withdrawn: c3 (no heartbeat seen since"),
+            .starts_with("withdrawn: c3 (no heartbeat within the grace"),
         "{}",
         condition.message
     );
@@ -937,4 +937,5 @@ fn a_forged_record_left_out_of_the_liveness_view_is_still_reported() {
 }
 
 mod hostile;
+mod pinned;
 mod scoped;

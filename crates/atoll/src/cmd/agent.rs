@@ -146,6 +146,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         debounce: Duration::from_millis(args.debounce_ms),
         heartbeat: Duration::from_secs(args.heartbeat_seconds.max(1)),
         member_grace: Duration::from_secs(args.member_grace_seconds),
+        // Beside the election Lease, in the agent's namespace.
+        kept: atoll_api::keys::ObjectKey::new(
+            &args.leader_election_namespace,
+            atoll_agent::kept::CONFIG_MAP,
+        ),
         leader,
         limits: atoll_core::caps::Limits {
             records: args.max_records_per_member,

@@ -3,7 +3,6 @@
 //! reads and prints.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use anyhow::Context;
 use atoll_agent::identity;
@@ -13,10 +12,11 @@ use atoll_api::hub::{
 use atoll_api::labels;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::explain::{Facts, MemberView, explain};
+use atoll_core::liveness::Verdict;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
@@ -42,11 +42,15 @@ impl HubHelp for LookingFrom {
 pub struct Target {
     #[command(flatten)]
     pub clusters: MemberAndHub<LookingFrom>,
-    /// The agents' heartbeat interval and withdrawal grace, in seconds.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub heartbeat_seconds: u64,
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600))]
-    pub member_grace_seconds: u64,
+    /// Namespace of the member's Atoll agent, where it keeps its liveness decisions.
+    #[arg(long, default_value = "atoll-system")]
+    pub agent_namespace: String,
+    /// Accepted for compatibility and ignored: the verdicts shown are the agent's own, never
+    /// recomputed from heartbeat ages.
+    #[arg(long, hide = true)]
+    pub heartbeat_seconds: Option<u64>,
+    #[arg(long, hide = true)]
+    pub member_grace_seconds: Option<u64>,
 }
 
 /// Output format.
@@ -95,13 +99,13 @@ async fn connect(target: &Target) -> anyhow::Result<Clients> {
     Ok(Clients { member, id, hub })
 }
 
-/// Age of each member's heartbeat by its renewTime, and its last error annotation.
-async fn heartbeats(hub: &Client) -> anyhow::Result<BTreeMap<String, (Option<Duration>, String)>> {
+/// Each member with a heartbeat Lease on the hub, and its last error annotation (the Lease's
+/// renewTime is never compared with this machine's clock: the verdicts are the agent's).
+async fn heartbeats(hub: &Client) -> anyhow::Result<BTreeMap<String, String>> {
     let leases = Api::<Lease>::all(hub.clone())
         .list(&ListParams::default().fields(&format!("metadata.name={LEASE_NAME}")))
         .await
         .context("listing the members' heartbeat Leases on the hub")?;
-    let now = Timestamp::now();
     Ok(leases
         .items
         .into_iter()
@@ -110,26 +114,43 @@ async fn heartbeats(hub: &Client) -> anyhow::Result<BTreeMap<String, (Option<Dur
                 .namespace()?
                 .strip_prefix(hub::NAMESPACE_PREFIX)?
                 .to_owned();
-            let age = l
-                .spec
-                .as_ref()
-                .and_then(|s| s.renew_time.as_ref())
-                .and_then(|t| Duration::try_from(now.duration_since(t.0)).ok());
             let error = l
                 .annotations()
                 .get(LAST_ERROR_ANNOTATION)
                 .cloned()
                 .unwrap_or_default();
-            Some((cluster, (age, error)))
+            Some((cluster, error))
         })
         .collect())
+}
+
+/// The liveness decisions the member's agent keeps, if any can be read (a member whose agent
+/// never judged a cluster stale or withdrawn keeps none).
+async fn kept(member: &Client, namespace: &str) -> Option<atoll_core::liveness::Persisted> {
+    let key = atoll_api::keys::ObjectKey::new(namespace, atoll_agent::kept::CONFIG_MAP);
+    atoll_agent::kept::read(member, &key).await.ok().flatten()
+}
+
+/// A verdict as `atoll status` shows it.
+fn verdict_text(verdict: &Verdict) -> String {
+    let since = |t: &Option<Time>| {
+        t.as_ref()
+            .map_or(String::new(), |t| format!(" since {}", t.0))
+    };
+    match verdict {
+        Verdict::Live => "live".to_owned(),
+        Verdict::Stale(t) => format!("stale{}", since(t)),
+        Verdict::Withdrawn(t) => format!("withdrawn{}", since(t)),
+        Verdict::Unmatched(t) => format!("claim unmatched since {}", t.0),
+    }
 }
 
 #[derive(Debug, Serialize)]
 struct MemberRow {
     id: String,
-    lease_age_seconds: Option<u64>,
-    state: &'static str,
+    /// The verdict of the agent of the member looked from.
+    state: String,
+    heartbeat_lease: bool,
     exports: usize,
     last_error: String,
     /// What of its publication this member's agent leaves out (`object (reason): why`).
@@ -189,9 +210,13 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         .list(&ListParams::default())
         .await?;
     let beats = heartbeats(&c.hub).await?;
-    let grace = Duration::from_secs(t.member_grace_seconds);
-    let stale = Duration::from_secs(3 * t.heartbeat_seconds);
+    let kept = kept(&c.member, &t.agent_namespace).await;
     let mut exports: BTreeMap<String, usize> = beats.keys().map(|k| (k.clone(), 0)).collect();
+    if let Some(k) = &kept {
+        for cluster in k.sources.keys() {
+            exports.entry(cluster.clone()).or_default();
+        }
+    }
     for r in &records.items {
         if let Some(id) = r
             .namespace()
@@ -204,18 +229,13 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let members = exports
         .into_iter()
         .map(|(id, exports)| {
-            let (age, last_error) = beats.get(&id).cloned().unwrap_or((None, String::new()));
+            let verdict = kept.as_ref().map_or(Verdict::Live, |k| k.verdict(&id));
             MemberRow {
                 ignored: ignored.remove(&id).unwrap_or_default(),
                 exports,
-                state: match age {
-                    None => "no heartbeat",
-                    Some(a) if a > grace => "withdrawn",
-                    Some(a) if a > stale => "stale",
-                    Some(_) => "fresh",
-                },
-                lease_age_seconds: age.map(|a| a.as_secs()),
-                last_error,
+                state: verdict_text(&verdict),
+                heartbeat_lease: beats.contains_key(&id),
+                last_error: beats.get(&id).cloned().unwrap_or_default(),
                 id,
             }
         })
@@ -321,20 +341,19 @@ const IGNORED_SHOWN: usize = 5;
 
 fn print_status(s: &Status) {
     use atoll_core::text::printable;
-    println!("ClusterSet members (seen from the hub, from {}):", s.member);
     println!(
-        "  {:<20} {:>9} {:<13} {:>7}  LAST ERROR",
-        "ID", "LEASE AGE", "STATE", "EXPORTS"
+        "ClusterSet members (from the hub; STATE is the verdict of {}'s agent):",
+        s.member
+    );
+    println!(
+        "  {:<20} {:<5} {:<44} {:>7}  LAST ERROR",
+        "ID", "LEASE", "STATE", "EXPORTS"
     );
     for m in &s.members {
-        let age = m
-            .lease_age_seconds
-            .map_or("-".to_owned(), |a| format!("{a}s"));
-        // Names and the last error are written by the members themselves: escaped.
         println!(
-            "  {:<20} {:>9} {:<13} {:>7}  {}",
+            "  {:<20} {:<5} {:<44} {:>7}  {}",
             printable(&m.id),
-            age,
+            if m.heartbeat_lease { "yes" } else { "no" },
             m.state,
             m.exports,
             if m.last_error.is_empty() {
@@ -459,12 +478,8 @@ pub async fn explain_service(args: ExplainArgs) -> anyhow::Result<bool> {
         member: c.id.clone(),
         members,
         records,
-        heartbeats: heartbeats(&c.hub)
-            .await?
-            .into_iter()
-            .map(|(k, (age, _))| (k, age))
-            .collect(),
-        grace: Duration::from_secs(t.member_grace_seconds),
+        leases: heartbeats(&c.hub).await?.into_keys().collect(),
+        kept: kept(&c.member, &t.agent_namespace).await,
         policy,
         namespace_exists,
         import,

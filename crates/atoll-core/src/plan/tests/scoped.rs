@@ -262,7 +262,7 @@ proptest! {
         }
         lines.sort();
         prop_assert_eq!(lines, write_lines(&full));
-        prop_assert_eq!(claim_digest(&published), full.claim_digest.clone());
+        prop_assert_eq!(&published, &full.published);
         prop_assert_eq!(&report.trusted, &full.report.trusted);
         prop_assert_eq!(&report.conflicting, &full.report.conflicting);
         prop_assert_eq!(&report.imported, &full.report.imported);

@@ -1,0 +1,398 @@
+//! Liveness of source clusters, judged by each importer on its own monotonic clock, and the
+//! view of the hub the plan works from.
+//!
+//! Every member renews a Lease `atoll-heartbeat` in its hub namespace, raising a beat counter
+//! each time. An importer notes *when it saw* each beat; it never compares the remote
+//! `renewTime` with its own clock, so clock skew between clusters cannot withdraw anything, and
+//! a Lease restored from a backup (an older beat) is no heartbeat. A cluster whose beat has not
+//! moved for longer than its grace is withdrawn: its records and endpoint copies leave the view
+//! (its ports, its endpoints, its vote in conflicts); when it beats again, they return. Each
+//! cluster is judged by its own rhythm: staleness and grace are the larger of this importer's
+//! settings and what the member's Lease asks for (bounded), so members with slow heartbeats do
+//! not flap.
+//!
+//! Withdrawal needs positive evidence or elapsed grace:
+//! * while this importer cannot see the hub (its own Lease, renewed by itself, stops changing in
+//!   its view) the clock of every cluster is paused, and restarted in full once it sees again;
+//! * a member's Lease carries a claim (an epoch and a digest of the names of the records and
+//!   copies it publishes). Its objects are taken as they are only when they match its newest
+//!   claim; otherwise (a hub wiped or restored from an older backup, or a change still on its
+//!   way) the importer keeps the last set that matched. An importer that has no such set (it
+//!   just started) leaves the services the cluster takes part in as they are (*pinned*) until
+//!   the objects match or the grace has passed. A claim that stays unmatched longer than the
+//!   grace is reported.
+//!
+//! What the tracker decided survives restarts ([`Persisted`]): a restarted or newly elected
+//! agent never uses a cluster its predecessor withdrew until that cluster beats again, carries
+//! a staleness on from when it began, and takes no claim older than one already accepted.
+
+mod heartbeat;
+mod persisted;
+mod source;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService, LEASE_NAME};
+use atoll_api::keys::ServiceKey;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+pub use heartbeat::{
+    Beat, Claim, Heartbeat, MAX_ADVERTISED, copy_claim_name, digest, next_beat, next_epoch,
+    publication_digest, record_claim_name,
+};
+pub use persisted::{MAX_SERVICES, Persisted, PersistedSource, Standing, Verdict};
+use source::{Published, Source, State, changed_services, services_of};
+
+/// How liveness is judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// This importer's own heartbeat interval.
+    pub interval: Duration,
+    /// A cluster whose beat has not moved for this long is withdrawn.
+    pub grace: Duration,
+    /// A cluster whose beat has not moved for this long is reported stale.
+    pub stale_after: Duration,
+    /// This importer is blind (cannot see the hub) once its own Lease has not changed for this
+    /// long.
+    pub blind_after: Duration,
+}
+
+impl Settings {
+    /// Settings for heartbeats every `interval` and the withdrawal grace `grace`. A source is
+    /// stale one interval later than this importer would know itself blind: when the hub goes
+    /// away, every heartbeat stops at once, and blindness (which changes nothing) must be
+    /// noticed before any staleness (which would rewrite conditions during the outage).
+    pub fn new(interval: Duration, grace: Duration) -> Self {
+        Self {
+            interval,
+            grace,
+            stale_after: interval * 4,
+            blind_after: interval * 3,
+        }
+    }
+
+    /// Staleness and grace for a cluster whose Lease says `heartbeat`: never shorter than ours,
+    /// never shorter than what it asks for, and the grace at least three of its intervals.
+    pub fn for_source(&self, heartbeat: &Heartbeat) -> (Duration, Duration) {
+        let interval = heartbeat.interval.unwrap_or_default();
+        let stale_after = self.stale_after.max(interval * 4);
+        let grace = self
+            .grace
+            .max(heartbeat.grace.unwrap_or_default())
+            .max(interval * 3);
+        (stale_after, grace)
+    }
+}
+
+/// A withdrawn source cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Withdrawal {
+    /// When its beat last moved, as this importer saw it (wall clock of the sighting).
+    pub last_seen: Time,
+    /// The services it exported when it was withdrawn.
+    pub services: BTreeSet<ServiceKey>,
+}
+
+/// What the plan needs to know about source clusters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Liveness {
+    /// Withdrawn clusters.
+    pub withdrawn: BTreeMap<String, Withdrawal>,
+    /// Clusters whose beat is late but within the grace: when it last moved.
+    pub stale: BTreeMap<String, Time>,
+    /// Clusters whose hub objects have not matched their claim for longer than the grace: since
+    /// when (the last matching set is what is imported meanwhile).
+    pub unmatched: BTreeMap<String, Time>,
+    /// Clusters whose objects this importer cannot judge yet (no set matched their claim since
+    /// it started): the services they take part in are left as they are.
+    pub pinned: BTreeSet<String>,
+    /// This importer cannot see the hub: nothing is withdrawn meanwhile.
+    pub blind: bool,
+    /// Seconds since each cluster's beat last moved, as seen here.
+    pub last_seen_seconds: BTreeMap<String, f64>,
+}
+
+/// The hub as the plan should see it.
+#[derive(Clone, Debug, Default)]
+pub struct View {
+    pub records: Vec<Arc<ExportedService>>,
+    pub copies: Vec<Arc<ExportedEndpointSlice>>,
+    pub liveness: Liveness,
+    /// When to look again even if nothing changes (a grace or a staleness may run out).
+    pub next_check: Option<Duration>,
+    /// Services whose part of the view changed in this update for reasons no watch event of
+    /// theirs shows: a member's objects came to match its claim (or stopped counting), a
+    /// cluster was withdrawn, restored, went stale, or was pinned or unpinned.
+    pub touched: BTreeSet<ServiceKey>,
+    /// Every service's part may have changed (this importer stopped or started seeing the hub).
+    pub touched_everything: bool,
+}
+
+/// Per-importer memory of every source cluster.
+#[derive(Clone, Debug)]
+pub struct Tracker {
+    settings: Settings,
+    own: String,
+    sources: BTreeMap<String, Source>,
+    blind: bool,
+}
+
+/// The cluster a hub object belongs to, by the member namespace it is stored in.
+fn cluster_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<&str> {
+    meta.namespace
+        .as_deref()?
+        .strip_prefix(hub::NAMESPACE_PREFIX)
+}
+
+/// Records and copies by the cluster whose namespace holds them; records outside any member
+/// namespace apart.
+fn by_cluster(
+    records: &[Arc<ExportedService>],
+    copies: &[Arc<ExportedEndpointSlice>],
+) -> (BTreeMap<String, Published>, Vec<Arc<ExportedService>>) {
+    let mut clusters: BTreeMap<String, Published> = BTreeMap::new();
+    let mut unowned = Vec::new();
+    for record in records {
+        match cluster_of(&record.metadata) {
+            Some(c) => clusters
+                .entry(c.to_owned())
+                .or_default()
+                .0
+                .push(record.clone()),
+            None => unowned.push(record.clone()),
+        }
+    }
+    for copy in copies {
+        if let Some(c) = cluster_of(&copy.metadata) {
+            clusters
+                .entry(c.to_owned())
+                .or_default()
+                .1
+                .push(copy.clone());
+        }
+    }
+    (clusters, unowned)
+}
+
+impl Tracker {
+    /// A tracker for the importer `own`.
+    pub fn new(own: &str, settings: Settings) -> Self {
+        Self {
+            settings,
+            own: own.to_owned(),
+            sources: BTreeMap::new(),
+            blind: false,
+        }
+    }
+
+    /// A tracker that continues from what a predecessor decided (`persisted`), started at
+    /// `now` (`wall` the same moment on the wall clock).
+    pub fn restored(
+        own: &str,
+        settings: Settings,
+        persisted: &Persisted,
+        now: Instant,
+        wall: &Time,
+    ) -> Self {
+        let mut tracker = Self::new(own, settings);
+        for (cluster, kept) in &persisted.sources {
+            if cluster == own {
+                continue;
+            }
+            tracker
+                .sources
+                .insert(cluster.clone(), Source::restored(kept, now, wall));
+        }
+        tracker
+    }
+
+    /// Takes over what a predecessor decided since this tracker last looked (a standby that
+    /// becomes the leader): clusters it withdrew stay withdrawn until they beat again, and no
+    /// claim older than one it accepted counts.
+    pub fn adopt(&mut self, persisted: &Persisted) {
+        for (cluster, kept) in &persisted.sources {
+            if cluster == &self.own {
+                continue;
+            }
+            if let Some(source) = self.sources.get_mut(cluster) {
+                source.adopt(kept);
+            }
+        }
+    }
+
+    /// What a successor needs to continue from this tracker's decisions.
+    pub fn persisted(&self) -> Persisted {
+        Persisted {
+            format: persisted::FORMAT,
+            reserved: 0,
+            sources: self
+                .sources
+                .iter()
+                .filter_map(|(c, s)| Some((c.clone(), s.persisted()?)))
+                .collect(),
+        }
+    }
+
+    /// Takes in what the hub holds now (`now` on this importer's monotonic clock, `wall` the
+    /// same moment on its wall clock) and returns the view to plan from.
+    pub fn update(
+        &mut self,
+        now: Instant,
+        wall: &Time,
+        leases: &[Arc<Lease>],
+        records: &[Arc<ExportedService>],
+        copies: &[Arc<ExportedEndpointSlice>],
+    ) -> View {
+        let (by_cluster, unowned) = by_cluster(records, copies);
+        let leases: BTreeMap<String, Heartbeat> = leases
+            .iter()
+            .filter(|l| l.metadata.name.as_deref() == Some(LEASE_NAME))
+            .filter_map(|l| Some((cluster_of(&l.metadata)?.to_owned(), Heartbeat::read(l))))
+            .collect();
+
+        // Beats, as seen now.
+        let mut clusters: BTreeSet<String> = self.sources.keys().cloned().collect();
+        clusters.extend(by_cluster.keys().cloned());
+        clusters.extend(leases.keys().cloned());
+        clusters.insert(self.own.clone());
+        let missing = Heartbeat::missing();
+        for cluster in &clusters {
+            let heartbeat = leases.get(cluster).unwrap_or(&missing);
+            self.sources
+                .entry(cluster.clone())
+                .or_insert_with(|| Source::first_seen(heartbeat, now, wall))
+                .observe_beat(heartbeat, now, wall);
+        }
+
+        // Blind while our own Lease does not move in our view; seeing again restarts every
+        // cluster's clock, so an outage of the hub (or of our view of it) withdraws nothing.
+        let own_age = self
+            .sources
+            .get(&self.own)
+            .map_or(Duration::ZERO, |s| s.age(now));
+        let blind = own_age > self.settings.blind_after;
+        let mut view = View {
+            records: unowned,
+            touched_everything: self.blind != blind,
+            ..View::default()
+        };
+        if self.blind && !blind {
+            for source in self.sources.values_mut() {
+                source.seen_again(now, wall);
+            }
+        }
+        self.blind = blind;
+        view.liveness.blind = blind;
+
+        let mut next: Option<Duration> = None;
+        let mut soonest = |d: Duration| next = Some(next.map_or(d, |n: Duration| n.min(d)));
+        let empty = Published::default();
+        for (cluster, source) in &mut self.sources {
+            let own = cluster == &self.own;
+            let heartbeat = leases.get(cluster).unwrap_or(&missing);
+            // The rhythm it last asked for counts while its Lease is gone (wiped, or restored
+            // from a backup older than the Lease): a slow member is not judged by ours then.
+            source.remember_rhythm(heartbeat);
+            let (stale_after, grace) = self.settings.for_source(&source.rhythm);
+            let current = by_cluster.get(cluster).unwrap_or(&empty);
+            let before = source.held.clone();
+            let was_pinned = source.pinned;
+            let judged = source.judge_objects(heartbeat, current, blind, now, wall, grace);
+            changed_services(before.as_ref(), source.held.as_ref(), &mut view.touched);
+            if source.pinned != was_pinned {
+                services_of(Some(current), &mut view.touched);
+            }
+            if let Some(wait) = judged.pin_ends_in {
+                soonest(wait);
+            }
+            if let Some(wait) = judged.unmatched_report_in {
+                soonest(wait);
+            }
+            if let Some(since) = &source.unmatched_reported {
+                view.liveness
+                    .unmatched
+                    .insert(cluster.clone(), since.clone());
+            }
+            if source.pinned {
+                view.liveness.pinned.insert(cluster.clone());
+            }
+
+            let age = source.age(now);
+            view.liveness
+                .last_seen_seconds
+                .insert(cluster.clone(), age.as_secs_f64());
+            if own && !blind {
+                soonest(self.settings.blind_after.saturating_sub(age));
+            }
+            // A withdrawn cluster stays withdrawn until it beats again, whatever else happens
+            // (this importer blind, seeing again, restarting); while blind, nothing else
+            // changes either.
+            let verdict = if own {
+                State::Live
+            } else if source.withdrawn_until_beat {
+                State::Withdrawn
+            } else if blind {
+                source.verdict
+            } else if age > grace {
+                State::Withdrawn
+            } else if age > stale_after {
+                State::Stale
+            } else {
+                State::Live
+            };
+            if verdict == State::Withdrawn {
+                source.withdrawn_until_beat = true;
+            }
+            if verdict != source.verdict {
+                services_of(source.held.as_ref(), &mut view.touched);
+                source.verdict = verdict;
+            }
+            if verdict == State::Withdrawn {
+                view.liveness.withdrawn.insert(
+                    cluster.clone(),
+                    Withdrawal {
+                        last_seen: source.last_change_wall.clone(),
+                        services: source.exported_services(),
+                    },
+                );
+                continue;
+            }
+            if verdict == State::Stale {
+                view.liveness
+                    .stale
+                    .insert(cluster.clone(), source.last_change_wall.clone());
+            } else {
+                soonest(stale_after.saturating_sub(age));
+            }
+            soonest(grace.saturating_sub(age));
+            if source.pinned {
+                continue;
+            }
+            let (records, copies) = source.held.clone().unwrap_or_default();
+            view.records.extend(records);
+            view.copies.extend(copies);
+        }
+        // Forget clusters that left nothing behind: no Lease, no objects, nothing held (or
+        // withdrawn), so memory follows the hub.
+        self.sources.retain(|cluster, source| {
+            cluster == &self.own
+                || leases.contains_key(cluster)
+                || by_cluster.contains_key(cluster)
+                || (source.holds_something() && !view.liveness.withdrawn.contains_key(cluster))
+        });
+        // Never sooner than a quarter second: a deadline that just passed is handled by this
+        // pass.
+        view.next_check =
+            next.map(|d| d.max(Duration::from_millis(200)) + Duration::from_millis(50));
+        view
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod restart_tests;

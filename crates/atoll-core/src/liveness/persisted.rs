@@ -1,0 +1,164 @@
+//! What an importer decided about its source clusters, kept in the member so that a restarted
+//! or newly elected agent continues from it instead of starting blind: which clusters are
+//! withdrawn or stale and since when (with the beat they were judged at), and the newest claim
+//! epoch it accepted from each. Only decisions are kept, nothing that moves while clusters are
+//! healthy, so keeping it costs no writes while nothing changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use atoll_api::keys::ServiceKey;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::{Deserialize, Serialize};
+
+use super::heartbeat::Beat;
+
+/// The format's version; a newer one is ignored (the agent then starts as if new).
+pub const FORMAT: u32 = 1;
+
+/// Services kept per withdrawn cluster at most (for its imports' conditions; the rest are
+/// still withdrawn, only not named).
+pub const MAX_SERVICES: usize = 500;
+
+/// The importer's decisions, as kept in the member.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Persisted {
+    pub format: u32,
+    #[serde(default)]
+    pub sources: BTreeMap<String, PersistedSource>,
+    /// The end of the last block of beats and claim epochs this member's leaders reserved:
+    /// every later leader starts above it, so what the member writes on its heartbeat Lease
+    /// only grows, whatever happens to the hub or to its clocks.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reserved: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// How a source cluster stands, beyond live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Standing {
+    Stale,
+    Withdrawn,
+}
+
+/// One source cluster's entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PersistedSource {
+    /// Its beat counter when judged (withdrawn and stale clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beat: Option<u64>,
+    /// Its Lease's resourceVersion when judged, for members that write no beat counter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standing: Option<Standing>,
+    /// When its heartbeat last changed, on the importer's wall clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// The newest claim epoch accepted from it; older claims are never taken again.
+    #[serde(default)]
+    pub accepted_epoch: u64,
+    /// Since when its hub objects have not matched its claim, once that lasted longer than
+    /// the grace (the importer imports the last matching set meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmatched: Option<Time>,
+    /// The services it exported when withdrawn.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub services: BTreeSet<ServiceKey>,
+}
+
+impl PersistedSource {
+    /// The beat it was judged at.
+    pub fn judged_beat(&self) -> Beat {
+        match (&self.beat, &self.lease_version) {
+            (Some(counter), _) => Beat::Counter(*counter),
+            (None, Some(version)) => Beat::Version(version.clone()),
+            (None, None) => Beat::Missing,
+        }
+    }
+}
+
+/// How the agent that kept the decisions judges a source cluster (what `atoll status` and
+/// `atoll explain` report: the agent's verdict, never one recomputed from remote clocks).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Imported; nothing kept about it.
+    Live,
+    /// Late but imported, since (the importer's wall clock) its heartbeat last moved.
+    Stale(Option<Time>),
+    /// Not imported; its heartbeat last moved then.
+    Withdrawn(Option<Time>),
+    /// Its hub objects have not matched its claim since then; the last matching set is imported.
+    Unmatched(Time),
+}
+
+impl Persisted {
+    /// The verdict on `cluster`.
+    pub fn verdict(&self, cluster: &str) -> Verdict {
+        let Some(s) = self.sources.get(cluster) else {
+            return Verdict::Live;
+        };
+        match (s.standing, &s.unmatched) {
+            (Some(Standing::Withdrawn), _) => Verdict::Withdrawn(s.since.clone()),
+            (Some(Standing::Stale), _) => Verdict::Stale(s.since.clone()),
+            (None, Some(since)) => Verdict::Unmatched(since.clone()),
+            (None, None) => Verdict::Live,
+        }
+    }
+
+    /// Parses what an agent kept; `None` when it is not ours to read (malformed, or a newer
+    /// format).
+    pub fn parse(text: &str) -> Option<Self> {
+        let persisted: Self = serde_json::from_str(text).ok()?;
+        (persisted.format == FORMAT).then_some(persisted)
+    }
+
+    /// The text to keep.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Whether `other` differs in a decision a successor must not lose: a standing, or the beat
+    /// or time it was judged at, an unmatched claim, a reservation. (Accepted epochs alone may
+    /// be kept later, in a batch.)
+    pub fn decisions_differ(&self, other: &Self) -> bool {
+        if self.reserved != other.reserved {
+            return true;
+        }
+        type Decision = (String, Option<Standing>, Beat, Option<Time>, Option<Time>);
+        let decisions = |p: &Self| -> Vec<Decision> {
+            p.sources
+                .iter()
+                .filter(|(_, s)| s.standing.is_some() || s.unmatched.is_some())
+                .map(|(c, s)| {
+                    let beat = if s.standing.is_some() {
+                        s.judged_beat()
+                    } else {
+                        Beat::Missing
+                    };
+                    (
+                        c.clone(),
+                        s.standing,
+                        beat,
+                        s.since.clone(),
+                        s.unmatched.clone(),
+                    )
+                })
+                .collect()
+        };
+        decisions(self) != decisions(other)
+    }
+
+    /// Beat of a source as kept.
+    pub fn beat_of(beat: &Beat) -> (Option<u64>, Option<String>) {
+        match beat {
+            Beat::Counter(c) => (Some(*c), None),
+            Beat::Version(v) => (None, Some(v.clone())),
+            Beat::Missing => (None, None),
+        }
+    }
+}

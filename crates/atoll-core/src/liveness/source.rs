@@ -1,0 +1,337 @@
+//! One source cluster as an importer remembers it: when its beat last moved, the claims it
+//! made, the last set of objects that matched one, and how it stands.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
+use atoll_api::keys::ServiceKey;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::heartbeat::{Beat, Claim, Heartbeat, publication_digest};
+use super::persisted::{MAX_SERVICES, Persisted, PersistedSource, Standing};
+use crate::keys;
+
+/// One cluster's records and endpoint copies.
+pub(super) type Published = (Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>);
+
+/// How a source cluster counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum State {
+    #[default]
+    Live,
+    Stale,
+    Withdrawn,
+}
+
+/// The services of the objects in one of `a` and `b` but not the other (by identity: the
+/// stores hand out the same `Arc` for an object until it changes).
+pub(super) fn changed_services(
+    a: Option<&Published>,
+    b: Option<&Published>,
+    into: &mut BTreeSet<ServiceKey>,
+) {
+    let empty = Published::default();
+    let (a, b) = (a.unwrap_or(&empty), b.unwrap_or(&empty));
+    fn one_side<T>(
+        from: &[Arc<T>],
+        other: &[Arc<T>],
+        key: impl Fn(&T) -> ServiceKey,
+        into: &mut BTreeSet<ServiceKey>,
+    ) {
+        let other: HashSet<*const T> = other.iter().map(Arc::as_ptr).collect();
+        into.extend(
+            from.iter()
+                .filter(|o| !other.contains(&Arc::as_ptr(o)))
+                .map(|o| key(o)),
+        );
+    }
+    one_side(&a.0, &b.0, keys::of_record, into);
+    one_side(&b.0, &a.0, keys::of_record, into);
+    one_side(&a.1, &b.1, keys::of_copy, into);
+    one_side(&b.1, &a.1, keys::of_copy, into);
+}
+
+/// Every service of `published`.
+pub(super) fn services_of(published: Option<&Published>, into: &mut BTreeSet<ServiceKey>) {
+    changed_services(published, None, into);
+}
+
+/// The digest of a cluster's objects, recomputed only when the objects changed: identities,
+/// sorted, say whether they did (the objects are kept, so no identity is reused meanwhile).
+#[derive(Clone, Debug, Default)]
+struct DigestCache {
+    identities: Vec<usize>,
+    objects: Published,
+    digest: String,
+}
+
+impl DigestCache {
+    fn digest(&mut self, current: &Published) -> &str {
+        let mut identities: Vec<usize> = current
+            .0
+            .iter()
+            .map(|r| Arc::as_ptr(r) as usize)
+            .chain(current.1.iter().map(|c| Arc::as_ptr(c) as usize))
+            .collect();
+        identities.sort_unstable();
+        if identities != self.identities || self.digest.is_empty() {
+            self.digest = publication_digest(&current.0, &current.1);
+            self.identities = identities;
+            self.objects = current.clone();
+        }
+        &self.digest
+    }
+}
+
+/// When the tracker must look again for what [`Source::judge_objects`] decided.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Judged {
+    /// A pin runs out (the grace passes without a matching set).
+    pub pin_ends_in: Option<Duration>,
+    /// An unmatched claim is due to be reported.
+    pub unmatched_report_in: Option<Duration>,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Source {
+    pub last_change: Instant,
+    pub last_change_wall: Time,
+    /// The newest beat seen.
+    pub last_beat: Beat,
+    /// Withdrawn by a predecessor of this process: stays withdrawn until it beats again.
+    pub withdrawn_until_beat: bool,
+    pub accepted_epoch: u64,
+    /// The newest claim seen, kept when the Lease itself is gone (deleted with the rest of the
+    /// member's namespace, or by a wipe).
+    pub claim: Option<Claim>,
+    /// Records and copies as they last matched the member's claim.
+    pub held: Option<Published>,
+    /// No set of its objects has matched its claim since this importer started: the services
+    /// it takes part in are left as they are.
+    pub pinned: bool,
+    /// Since when its objects have not matched its claim (monotonic, wall).
+    pub unmatched_since: Option<(Instant, Time)>,
+    /// Set once they have not matched for longer than the grace: since when (wall).
+    pub unmatched_reported: Option<Time>,
+    pub verdict: State,
+    /// The rhythm it last asked for (its Lease's interval and grace), kept while the Lease is
+    /// gone.
+    pub rhythm: Heartbeat,
+    /// Restored from a predecessor's decisions and not seen to beat since: what the hub holds
+    /// may be a restored backup whose claim is the very one accepted before (same names, older
+    /// contents), so nothing of it is taken until the member shows it is alive (it writes its
+    /// objects before each heartbeat) or the grace passes.
+    awaiting_beat: bool,
+    /// The services a predecessor recorded for it when withdrawing it.
+    restored_services: BTreeSet<ServiceKey>,
+    digest: DigestCache,
+}
+
+impl Source {
+    /// A cluster seen for the first time: its clock starts now.
+    pub fn first_seen(heartbeat: &Heartbeat, now: Instant, wall: &Time) -> Self {
+        Self {
+            last_change: now,
+            last_change_wall: wall.clone(),
+            last_beat: heartbeat.beat.clone(),
+            withdrawn_until_beat: false,
+            accepted_epoch: 0,
+            claim: None,
+            held: None,
+            pinned: false,
+            unmatched_since: None,
+            unmatched_reported: None,
+            verdict: State::Live,
+            rhythm: heartbeat.clone(),
+            awaiting_beat: false,
+            restored_services: BTreeSet::new(),
+            digest: DigestCache::default(),
+        }
+    }
+
+    /// A cluster as a predecessor left it: withdrawn until it beats again, and no claim older
+    /// than one it accepted.
+    pub fn restored(kept: &PersistedSource, now: Instant, wall: &Time) -> Self {
+        let mut source = Self::first_seen(&Heartbeat::missing(), now, wall);
+        source.awaiting_beat = true;
+        source.last_beat = kept.judged_beat();
+        source.accepted_epoch = kept.accepted_epoch;
+        if let Some(since) = &kept.since {
+            source.last_change_wall = since.clone();
+        }
+        match kept.standing {
+            Some(Standing::Withdrawn) => {
+                source.withdrawn_until_beat = true;
+                source.verdict = State::Withdrawn;
+                source.restored_services = kept.services.clone();
+            }
+            // A stale cluster's clock starts again: how long ago it went quiet would have to be
+            // read off two wall clocks (this process's and its predecessor's), and a clock set
+            // forward would then withdraw a live cluster early. It is withdrawn at most one grace
+            // after this restart instead.
+            Some(Standing::Stale) | None => {}
+        }
+        source
+    }
+
+    /// Takes over a predecessor's decision on this cluster: withdrawn, unless it has beaten
+    /// since the predecessor judged it; its accepted epoch, if higher.
+    pub fn adopt(&mut self, kept: &PersistedSource) {
+        if kept.standing == Some(Standing::Withdrawn) && !self.last_beat.renews(&kept.judged_beat())
+        {
+            self.withdrawn_until_beat = true;
+        }
+        if kept.accepted_epoch > self.accepted_epoch {
+            self.accepted_epoch = kept.accepted_epoch;
+        }
+    }
+
+    /// What a successor must know of this cluster, if anything.
+    pub fn persisted(&self) -> Option<PersistedSource> {
+        let standing = match self.verdict {
+            State::Live => None,
+            State::Stale => Some(Standing::Stale),
+            State::Withdrawn => Some(Standing::Withdrawn),
+        };
+        if standing.is_none() && self.accepted_epoch == 0 && self.unmatched_reported.is_none() {
+            return None;
+        }
+        let (beat, lease_version) = match standing {
+            Some(_) => Persisted::beat_of(&self.last_beat),
+            None => (None, None),
+        };
+        Some(PersistedSource {
+            beat,
+            lease_version,
+            standing,
+            since: standing.map(|_| self.last_change_wall.clone()),
+            accepted_epoch: self.accepted_epoch,
+            unmatched: self.unmatched_reported.clone(),
+            services: if standing == Some(Standing::Withdrawn) {
+                self.exported_services()
+                    .into_iter()
+                    .take(MAX_SERVICES)
+                    .collect()
+            } else {
+                BTreeSet::new()
+            },
+        })
+    }
+
+    /// Takes in its Lease as seen now: a renewal (a beat above every one seen before) restarts
+    /// its clock. A Lease restored from a backup, however many times, carries a beat seen
+    /// before and is no heartbeat; the member's own beats only grow, across restarts, new
+    /// leaders and restores (see `crate::reconciler::HeartbeatBook`).
+    pub fn observe_beat(&mut self, heartbeat: &Heartbeat, now: Instant, wall: &Time) {
+        if heartbeat.beat.renews(&self.last_beat) {
+            self.last_change = now;
+            self.last_change_wall = wall.clone();
+            self.last_beat = heartbeat.beat.clone();
+            self.withdrawn_until_beat = false;
+            self.awaiting_beat = false;
+        }
+    }
+
+    /// Takes in the rhythm its Lease asks for, when it asks for one.
+    pub fn remember_rhythm(&mut self, heartbeat: &Heartbeat) {
+        if heartbeat.interval.is_some() {
+            self.rhythm.interval = heartbeat.interval;
+        }
+        if heartbeat.grace.is_some() {
+            self.rhythm.grace = heartbeat.grace;
+        }
+    }
+
+    /// How long its beat has not moved.
+    pub fn age(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.last_change)
+    }
+
+    /// This importer sees the hub again after being blind: the clock restarts in full.
+    pub fn seen_again(&mut self, now: Instant, wall: &Time) {
+        self.last_change = self.last_change.max(now);
+        self.last_change_wall = wall.clone();
+    }
+
+    /// Decides which of its objects count: those of `current` when they match its newest claim
+    /// (or it never claimed anything), else the last set that matched; with no such set it is
+    /// pinned until the grace passes, then `current` is taken. Nothing changes while blind.
+    pub fn judge_objects(
+        &mut self,
+        heartbeat: &Heartbeat,
+        current: &Published,
+        blind: bool,
+        now: Instant,
+        wall: &Time,
+        grace: Duration,
+    ) -> Judged {
+        // The newest claim wins; an older one (a Lease restored from a backup) is ignored, and
+        // none older than one accepted counts (so objects restored with it are never taken).
+        if let Some(seen) = &heartbeat.claim
+            && self.claim.as_ref().is_none_or(|c| seen.epoch >= c.epoch)
+        {
+            self.claim = Some(seen.clone());
+        }
+        let mut judged = Judged::default();
+        if blind {
+            return judged;
+        }
+        let matches = match &self.claim {
+            Some(c) if c.epoch >= self.accepted_epoch && !self.awaiting_beat => {
+                c.digest == self.digest.digest(current)
+            }
+            _ => false,
+        };
+        if matches || self.claim.is_none() {
+            // A member that never claimed anything (no Atoll heartbeat yet) is taken as it is.
+            if let Some(c) = &self.claim {
+                self.accepted_epoch = c.epoch;
+            }
+            self.held = Some(current.clone());
+            self.pinned = false;
+            self.unmatched_since = None;
+            self.unmatched_reported = None;
+            return judged;
+        }
+        let (since, since_wall) = self
+            .unmatched_since
+            .get_or_insert_with(|| (now, wall.clone()))
+            .clone();
+        let unmatched_for = now.saturating_duration_since(since);
+        if unmatched_for > grace {
+            if self.unmatched_reported.is_none() {
+                self.unmatched_reported = Some(since_wall);
+            }
+            if self.held.is_none() {
+                // Pinned for a whole grace: take what is there (and it is reported).
+                self.held = Some(current.clone());
+                self.pinned = false;
+            }
+        } else {
+            let left = grace - unmatched_for;
+            judged.unmatched_report_in = Some(left);
+            if self.held.is_none() {
+                self.pinned = true;
+                judged.pin_ends_in = Some(left);
+            }
+        }
+        judged
+    }
+
+    /// The services it exports (or exported when a predecessor withdrew it).
+    pub fn exported_services(&self) -> BTreeSet<ServiceKey> {
+        match &self.held {
+            Some((records, _)) => records.iter().map(|r| keys::of_record(r)).collect(),
+            None => self.restored_services.clone(),
+        }
+    }
+
+    /// Whether it holds any object.
+    pub fn holds_something(&self) -> bool {
+        self.held
+            .as_ref()
+            .is_some_and(|(r, c)| !r.is_empty() || !c.is_empty())
+    }
+}

@@ -1,0 +1,309 @@
+//! When the leader renews its member's heartbeat Lease on the hub, and what it writes: every
+//! interval, and at once when what it claims changes.
+//!
+//! What a member writes there only grows: each leadership term reserves a block of beats in the
+//! member's own ConfigMap (the kept state: the hub can be restored from a backup, the member's
+//! cluster is the member's) before its first renewal, starting above the last block reserved,
+//! above what the Lease holds and at least at the wall clock in milliseconds (so a member that
+//! never reserved a block, or was joined by `atoll join`, still starts above what came before).
+//! Beats count up within the block; a claim's epoch is the beat it was first written with. So
+//! importers can hold beats and epochs to "only ever higher" without stranding a live member:
+//! restarts, new leaders, restored hubs and clocks set back all leave them growing.
+
+use std::time::{Duration, Instant};
+
+use atoll_api::hub::{
+    BEAT_ANNOTATION, CLAIM_ANNOTATION, INTERVAL_ANNOTATION, LABEL_CLUSTER, LAST_ERROR_ANNOTATION,
+    LEASE_NAME,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use serde_json::{Value, json};
+
+use crate::liveness::{Beat, Claim, Heartbeat};
+
+/// Beats (and epochs) one leadership term may use before it reserves more: at one renewal a
+/// second, twelve days.
+pub const BLOCK: u64 = 1 << 20;
+
+/// A renewal to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Renewal {
+    pub claim: Claim,
+    pub beat: u64,
+}
+
+/// A reserved run of beats: the next one to use, and the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Block {
+    next: u64,
+    last: u64,
+}
+
+/// What the heartbeat has written, and the beats it may still use.
+#[derive(Clone, Debug, Default)]
+pub struct HeartbeatBook {
+    /// The last renewal the hub accepted, and when.
+    written: Option<(Renewal, Instant)>,
+    /// A renewal handed to the writer and not yet answered.
+    pending: Option<Renewal>,
+    /// The block in use (kept in the member).
+    block: Option<Block>,
+    /// A block being reserved (its write not answered yet).
+    reserving: Option<Block>,
+}
+
+fn millis(wall: &Time) -> u64 {
+    u64::try_from(wall.0.as_millisecond()).unwrap_or(0)
+}
+
+impl HeartbeatBook {
+    /// The reservation this term needs before it may renew, if it needs one: the end of the
+    /// new block. `reserved` is the end of the last block kept in the member, `lease` the
+    /// member's own Lease as the hub holds it now.
+    pub fn reservation(&mut self, reserved: u64, lease: &Heartbeat, wall: &Time) -> Option<u64> {
+        let exhausted = self.block.is_none_or(|b| b.next > b.last);
+        if !exhausted {
+            return None;
+        }
+        if let Some(pending) = self.reserving {
+            return Some(pending.last);
+        }
+        let on_lease = match lease.beat {
+            Beat::Counter(b) => b,
+            _ => 0,
+        };
+        let claimed = lease.claim.as_ref().map_or(0, |c| c.epoch);
+        let written = self.written.as_ref().map_or(0, |(r, _)| r.beat);
+        let start = (reserved.max(on_lease).max(claimed).max(written) + 1).max(millis(wall));
+        let block = Block {
+            next: start,
+            last: start.saturating_add(BLOCK - 1),
+        };
+        self.reserving = Some(block);
+        Some(block.last)
+    }
+
+    /// The writer's answer to the reservation.
+    pub fn reserved(&mut self, ok: bool) {
+        if let Some(block) = self.reserving.take()
+            && ok
+        {
+            self.block = Some(block);
+        }
+    }
+
+    /// The renewal due at `now`, if one is (and the term has beats left): none was accepted
+    /// yet, the interval passed, or the claimed digest differs from the last one written.
+    pub fn due(&mut self, digest: &str, interval: Duration, now: Instant) -> Option<Renewal> {
+        let last = self.written.as_ref();
+        let on_time = last.is_some_and(|(r, at)| {
+            r.claim.digest == digest && now.saturating_duration_since(*at) < interval
+        });
+        if on_time {
+            return None;
+        }
+        let block = self.block.as_mut().filter(|b| b.next <= b.last)?;
+        let beat = block.next;
+        block.next += 1;
+        let claim = match last {
+            Some((r, _)) if r.claim.digest == digest => r.claim.clone(),
+            _ => Claim {
+                epoch: beat,
+                digest: digest.to_owned(),
+            },
+        };
+        let renewal = Renewal { claim, beat };
+        self.pending = Some(renewal.clone());
+        Some(renewal)
+    }
+
+    /// The writer's answer to the pending renewal.
+    pub fn answered(&mut self, ok: bool, now: Instant) {
+        if let Some(renewal) = self.pending.take()
+            && ok
+        {
+            self.written = Some((renewal, now));
+        }
+    }
+
+    /// When the next renewal is due (`None` before the first).
+    pub fn next_due(&self, interval: Duration, now: Instant) -> Option<Duration> {
+        self.written
+            .as_ref()
+            .map(|(_, at)| (*at + interval).saturating_duration_since(now))
+    }
+
+    /// Whether this term may renew (its block is kept and not used up).
+    pub fn active(&self) -> bool {
+        self.block.is_some_and(|b| b.next <= b.last)
+    }
+
+    /// Leadership lost: a successor reserves its own block and continues from the Lease.
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// The heartbeat Lease of member `id` as the leader applies it (server-side apply).
+pub fn lease(
+    id: &str,
+    renewal: &Renewal,
+    interval: Duration,
+    grace: Duration,
+    wall: &Time,
+    last_error: &str,
+) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {
+            "name": LEASE_NAME,
+            "namespace": atoll_api::hub::namespace_for(id),
+            "labels": { LABEL_CLUSTER: id },
+            "annotations": {
+                CLAIM_ANNOTATION: renewal.claim.encode(),
+                BEAT_ANNOTATION: renewal.beat.to_string(),
+                INTERVAL_ANNOTATION: interval.as_secs().max(1).to_string(),
+                LAST_ERROR_ANNOTATION: last_error,
+            },
+        },
+        "spec": {
+            "holderIdentity": id,
+            "leaseDurationSeconds": i32::try_from(grace.as_secs()).unwrap_or(i32::MAX),
+            "renewTime": MicroTime(wall.0),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn wall(ms: i64) -> Time {
+        Time(Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH))
+    }
+
+    const INTERVAL: Duration = Duration::from_secs(2);
+
+    fn started(reserved: u64, lease: &Heartbeat, wall_ms: i64) -> (HeartbeatBook, u64) {
+        let mut book = HeartbeatBook::default();
+        let end = book
+            .reservation(reserved, lease, &wall(wall_ms))
+            .unwrap_or_default();
+        book.reserved(true);
+        (book, end)
+    }
+
+    #[test]
+    fn nothing_is_renewed_before_the_terms_block_is_kept() {
+        let start = Instant::now();
+        let mut book = HeartbeatBook::default();
+        let end = book.reservation(0, &Heartbeat::missing(), &wall(1_000));
+        assert_eq!(end, Some(1_000 + BLOCK - 1));
+        assert!(book.due("d1", INTERVAL, start).is_none(), "not kept yet");
+        book.reserved(false);
+        assert!(
+            book.due("d1", INTERVAL, start).is_none(),
+            "the write failed"
+        );
+        assert!(
+            book.reservation(0, &Heartbeat::missing(), &wall(1_001))
+                .is_some()
+        );
+        book.reserved(true);
+        assert!(book.due("d1", INTERVAL, start).is_some());
+    }
+
+    #[test]
+    fn renewals_come_every_interval_and_at_once_when_the_claim_changes() {
+        let start = Instant::now();
+        let (mut book, _) = started(0, &Heartbeat::missing(), 1_000);
+        let first = book.due("d1", INTERVAL, start).unwrap();
+        assert_eq!((first.claim.epoch, first.beat), (1_000, 1_000));
+        book.answered(true, start);
+        assert!(
+            book.due("d1", INTERVAL, start + Duration::from_secs(1))
+                .is_none()
+        );
+        let second = book.due("d1", INTERVAL, start + INTERVAL).unwrap();
+        assert_eq!(second.claim, first.claim, "same claim, same epoch");
+        assert_eq!(second.beat, 1_001);
+        book.answered(true, start + INTERVAL);
+        let changed = book.due("d2", INTERVAL, start + INTERVAL).unwrap();
+        assert_eq!((changed.claim.epoch, changed.beat), (1_002, 1_002));
+    }
+
+    #[test]
+    fn every_term_writes_above_everything_before_whatever_the_hub_and_the_clock_say() {
+        // A term wrote up to beat 5_000 (its block ends at 5_000 + BLOCK - 1, kept).
+        let (mut first, reserved) = started(0, &Heartbeat::missing(), 5_000);
+        let start = Instant::now();
+        let r = first.due("d1", INTERVAL, start).unwrap();
+        assert_eq!(r.beat, 5_000);
+        // The hub is restored from a backup (the Lease says beat 10, epoch 10) and the next
+        // leader's clock is an hour behind: it still starts above the kept block.
+        let restored = Heartbeat {
+            beat: Beat::Counter(10),
+            claim: Some(Claim {
+                epoch: 10,
+                digest: "d0".into(),
+            }),
+            interval: None,
+            grace: None,
+        };
+        let (mut second, _) = started(reserved, &restored, 1_000);
+        let r2 = second.due("d1", INTERVAL, start).unwrap();
+        assert!(
+            r2.beat > reserved && r2.claim.epoch > r.claim.epoch,
+            "{r2:?} after {r:?}"
+        );
+        // A member that never kept a block (joined by `atoll join`, or an older agent) starts
+        // above what its Lease holds.
+        let joined = Heartbeat {
+            beat: Beat::Missing,
+            claim: Some(Claim {
+                epoch: 1_800_000_000_000,
+                digest: "d0".into(),
+            }),
+            interval: None,
+            grace: None,
+        };
+        let (mut third, _) = started(0, &joined, 5);
+        assert!(third.due("d1", INTERVAL, start).unwrap().claim.epoch > 1_800_000_000_000);
+    }
+
+    #[test]
+    fn a_refused_renewal_is_tried_again() {
+        let start = Instant::now();
+        let (mut book, _) = started(0, &Heartbeat::missing(), 1);
+        assert!(book.due("d1", INTERVAL, start).is_some());
+        book.answered(false, start);
+        assert!(book.due("d1", INTERVAL, start).is_some());
+    }
+
+    #[test]
+    fn the_lease_carries_claim_beat_rhythm_and_grace() {
+        let renewal = Renewal {
+            claim: Claim {
+                epoch: 5,
+                digest: "abc".into(),
+            },
+            beat: 7,
+        };
+        let l = lease(
+            "c2",
+            &renewal,
+            INTERVAL,
+            Duration::from_secs(60),
+            &wall(0),
+            "",
+        );
+        let parsed: k8s_openapi::api::coordination::v1::Lease =
+            serde_json::from_value(l).unwrap_or_default();
+        let read = Heartbeat::read(&parsed);
+        assert_eq!(read.beat, Beat::Counter(7));
+        assert_eq!(read.claim, Some(renewal.claim));
+        assert_eq!(read.interval, Some(INTERVAL));
+        assert_eq!(read.grace, Some(Duration::from_secs(60)));
+    }
+}

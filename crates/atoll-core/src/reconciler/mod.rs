@@ -1,0 +1,477 @@
+//! The agent's loop as a pure state machine: watch marks, clock ticks, leadership and write
+//! outcomes in; plans, heartbeat renewals, kept liveness decisions and Events out. The agent's
+//! loop around it only reads the stores, calls [`Reconciler::step`], hands the [`Step`] to the
+//! writer and the writer's answer back to [`Reconciler::outcome`]; everything it decides can be
+//! driven, and checked, without an apiserver (the unit tests here, and the fault simulation).
+//!
+//! A step plans the services watch events marked (at most a batch, longest waiting first),
+//! those the liveness view changed without an event, those whose retry is due and those a pin
+//! released; every service when it first runs, after a relist, when this replica becomes the
+//! leader, and every safety-net interval. Every replica steps (a standby stays warm); only the
+//! leader's steps carry writes.
+
+mod books;
+mod claims;
+mod heartbeat;
+mod keep;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use atoll_api::hub::{ExportedEndpointSlice, ExportedService, LEASE_NAME};
+use atoll_api::keys::ServiceKey;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+pub use books::Books;
+pub use claims::{Answer, ClaimBook, HubWriteResult};
+pub use heartbeat::{HeartbeatBook, Renewal, lease as heartbeat_lease};
+pub use keep::{EPOCH_BATCH, KeepBook};
+
+use crate::caps::{Caps, Limits, OverLimit};
+use crate::dirty::{Batch, DirtyQueue, Retries};
+use crate::liveness::{
+    self, Heartbeat, Liveness, Persisted, Tracker, copy_claim_name, record_claim_name,
+};
+use crate::plan::{Feedback, Member, Observed, Plan, Rejected, Report, Sources, plan};
+
+/// How the reconciler runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub member: Member,
+    pub liveness: liveness::Settings,
+    /// Services one pass plans at most: a burst over many services is worked off a batch at a
+    /// time, so a change to any other service waits for at most the batches queued before it.
+    pub batch: usize,
+    /// How often a full pass re-checks every service even if no event said so.
+    pub safety_net: Duration,
+    /// How much this importer takes from each member.
+    pub limits: Limits,
+}
+
+impl Config {
+    pub const BATCH: usize = 256;
+    pub const SAFETY_NET: Duration = Duration::from_secs(300);
+
+    /// The defaults for `member` judging liveness with `liveness`.
+    pub fn new(member: Member, liveness: liveness::Settings) -> Self {
+        Self {
+            member,
+            liveness,
+            batch: Self::BATCH,
+            safety_net: Self::SAFETY_NET,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The moment of a step: the monotonic clock, the wall clock, and whether this replica leads
+/// (its leadership still valid now).
+#[derive(Clone, Debug)]
+pub struct Tick {
+    pub now: Instant,
+    pub wall: Time,
+    pub leading: bool,
+}
+
+/// What changed in the liveness view since the last step (for log lines and counters).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct News {
+    pub withdrawn: Vec<String>,
+    pub restored: Vec<String>,
+    /// Whether this importer became blind (`Some(true)`) or sees again (`Some(false)`).
+    pub blind: Option<bool>,
+    /// Clusters whose claim has just been reported unmatched.
+    pub unmatched: Vec<String>,
+}
+
+/// What one step decided.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// The services the pass covered (`None`: every service).
+    pub scope: Option<BTreeSet<ServiceKey>>,
+    /// How many services it covered.
+    pub services: usize,
+    /// Every write of the pass; carried out only when `lead` is true.
+    pub plan: Plan,
+    pub lead: bool,
+    /// Rejected hub records to announce with an Event (by the leader, each version once).
+    pub announce: Vec<Rejected>,
+    /// Members over this importer's limits, and what of theirs is left out.
+    pub over: Vec<OverLimit>,
+    /// The heartbeat renewal to write after the plan's writes.
+    pub renewal: Option<Renewal>,
+    /// The liveness decisions to keep in the member.
+    pub keep: Option<Persisted>,
+    /// The liveness view of this step and what changed since the last.
+    pub liveness: Liveness,
+    pub news: News,
+}
+
+/// What carrying out a step did.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// The failures the next plan must know about.
+    pub feedback: Feedback,
+    /// Failed writes of the plan.
+    pub errors: usize,
+    /// The member's own hub writes, name by name.
+    pub hub: Vec<HubWriteResult>,
+    /// Whether the renewal was written (`None`: there was none, or it was not attempted).
+    pub renewal: Option<bool>,
+    /// Whether the kept decisions were written.
+    pub kept: Option<bool>,
+}
+
+/// The agent's decisions across passes.
+#[derive(Debug)]
+pub struct Reconciler {
+    config: Config,
+    queue: DirtyQueue,
+    retries: Retries,
+    books: Books,
+    tracker: Tracker,
+    claims: ClaimBook,
+    heartbeat: HeartbeatBook,
+    keep: KeepBook,
+    caps: Caps,
+    announced: BTreeSet<String>,
+    /// When the last full pass ran.
+    last_full: Option<Instant>,
+    /// Whether this replica led at the last step.
+    led: bool,
+    /// When a grace or staleness runs out even if no watch event comes.
+    next_check: Option<Duration>,
+    /// The services a pinned source took part in at the last step.
+    pinned: BTreeSet<ServiceKey>,
+    last_liveness: Liveness,
+    /// The scope of the step whose outcome is awaited.
+    awaiting: Option<Option<BTreeSet<ServiceKey>>>,
+}
+
+impl Reconciler {
+    /// A reconciler that continues from the liveness decisions `kept` in the member (`None`:
+    /// none were kept, a new member), started at `now`.
+    pub fn new(config: Config, kept: Option<Persisted>, now: Instant, wall: &Time) -> Self {
+        let own = config.member.id.as_str().to_owned();
+        let tracker = match &kept {
+            Some(p) => Tracker::restored(&own, config.liveness, p, now, wall),
+            None => Tracker::new(&own, config.liveness),
+        };
+        let mut queue = DirtyQueue::default();
+        queue.mark_everything();
+        let caps = Caps::new(config.limits);
+        Self {
+            config,
+            queue,
+            retries: Retries::default(),
+            books: Books::default(),
+            tracker,
+            claims: ClaimBook::default(),
+            heartbeat: HeartbeatBook::default(),
+            keep: KeepBook::found(kept),
+            caps,
+            announced: BTreeSet::new(),
+            last_full: None,
+            led: false,
+            next_check: None,
+            pinned: BTreeSet::new(),
+            last_liveness: Liveness::default(),
+            awaiting: None,
+        }
+    }
+
+    /// Whether a step at `tick` makes this replica the leader (it then reads what its
+    /// predecessor kept and hands it to [`adopt`](Self::adopt) first).
+    pub fn gains_leadership(&self, tick: &Tick) -> bool {
+        tick.leading && !self.led
+    }
+
+    /// Takes over the liveness decisions a predecessor kept since this replica last looked.
+    pub fn adopt(&mut self, kept: &Persisted) {
+        self.tracker.adopt(kept);
+        self.keep = KeepBook::found(Some(kept.clone()));
+    }
+
+    /// The marks of watch events since the last step.
+    pub fn marks(&mut self) -> &mut DirtyQueue {
+        &mut self.queue
+    }
+
+    /// What the passes so far found.
+    pub fn report(&self) -> &Report {
+        &self.books.report
+    }
+
+    /// Services waiting for a pass (`None`: everything).
+    pub fn waiting(&self) -> Option<usize> {
+        self.queue.len()
+    }
+
+    /// Names this member does not claim because their write keeps failing.
+    pub fn unpublishable(&self) -> usize {
+        self.claims.unpublishable()
+    }
+
+    /// Whether a step is due without waiting (marks wait, or a full pass is due).
+    pub fn ready(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// How long until a step is due even if no watch event comes: a liveness deadline, a
+    /// retry, the safety net, a heartbeat renewal or a batch of kept epochs.
+    pub fn next_wake(&self, now: Instant) -> Option<Duration> {
+        let safety = self
+            .last_full
+            .map(|at| (at + self.config.safety_net).saturating_duration_since(now));
+        let mut wake = [self.next_check, self.retries.next(now), safety]
+            .into_iter()
+            .flatten()
+            .min();
+        if self.led {
+            // A term whose block of beats is not kept yet tries again soon.
+            let reserve = (!self.heartbeat.active()).then_some(Duration::from_millis(500));
+            let leader = [
+                self.heartbeat.next_due(self.config.liveness.interval, now),
+                self.keep.next_due(&self.tracker.persisted(), now),
+                reserve,
+            ];
+            wake = wake.into_iter().chain(leader.into_iter().flatten()).min();
+        }
+        wake
+    }
+
+    /// One pass over what the stores hold now (`observed`, and every member's heartbeat Lease
+    /// on the hub in `leases`).
+    pub fn step(&mut self, tick: &Tick, mut observed: Observed, leases: &[Arc<Lease>]) -> Step {
+        let now = tick.now;
+        let (due, everything_due) = self.retries.take_due(now);
+        for key in due {
+            self.queue.mark(key);
+        }
+        // A replica that becomes the leader plans and writes everything at once: what it
+        // planned while standing by was never written.
+        let safety_due = self
+            .last_full
+            .is_none_or(|at| now.saturating_duration_since(at) >= self.config.safety_net);
+        if everything_due || (tick.leading && !self.led) || safety_due {
+            self.queue.mark_everything();
+        }
+        if !tick.leading {
+            // A successor continues from what the hub holds.
+            self.heartbeat.reset();
+        }
+        self.led = tick.leading;
+        // The batch is taken before anything is read: a change that arrives later marks its
+        // service again for the next pass, never into this pass's view.
+        let batch = self.queue.take(self.config.batch);
+
+        let view = self.tracker.update(
+            now,
+            &tick.wall,
+            leases,
+            &observed.records,
+            &observed.hub_slices,
+        );
+        self.next_check = view.next_check;
+        // Per-member caps, on the whole view before it is restricted to some services.
+        let capped = self.caps.admit(&view.records, &view.copies);
+        observed.sources = Some(Sources {
+            records: capped.records,
+            copies: capped.copies,
+        });
+        observed.liveness = view.liveness;
+        let news = self.news(&observed.liveness);
+
+        let pinned = crate::plan::pinned_services(&observed);
+        let released: BTreeSet<ServiceKey> = self.pinned.difference(&pinned).cloned().collect();
+        self.pinned = pinned;
+
+        let scope: Option<BTreeSet<ServiceKey>> = match batch {
+            None => Some(BTreeSet::new()),
+            Some(Batch::Everything) => None,
+            Some(Batch::Some {
+                mut services,
+                namespaces,
+            }) => {
+                if !namespaces.is_empty() {
+                    services.extend(
+                        observed
+                            .service_keys()
+                            .into_iter()
+                            .filter(|k| namespaces.contains(&k.namespace)),
+                    );
+                }
+                Some(services)
+            }
+        };
+        let scope = match scope {
+            Some(_) if view.touched_everything => None,
+            Some(mut keys) => {
+                keys.extend(view.touched);
+                keys.extend(capped.touched);
+                keys.extend(released);
+                Some(keys)
+            }
+            None => None,
+        };
+        let own_names = own_names(
+            self.config.member.id.as_str(),
+            &observed.records,
+            &observed.hub_slices,
+        );
+        let own_lease = own_lease(self.config.member.id.as_str(), leases);
+        let (input, services) = match &scope {
+            None => {
+                let count = observed.service_keys().len();
+                (observed, count)
+            }
+            Some(keys) => (observed.restrict(keys), keys.len()),
+        };
+        let planned = plan(
+            &self.config.member,
+            &input,
+            &self.books.feedback,
+            &tick.wall,
+        );
+        self.books.absorb_plan(scope.as_ref(), &planned);
+        if scope.is_none() {
+            self.last_full = Some(now);
+        }
+        self.claims.observe(&self.books.published, &own_names);
+
+        let mut step = Step {
+            scope,
+            services,
+            plan: planned,
+            lead: tick.leading,
+            announce: Vec::new(),
+            over: capped.over,
+            renewal: None,
+            keep: None,
+            liveness: input.liveness,
+            news,
+        };
+        if tick.leading {
+            step.announce = self
+                .books
+                .report
+                .rejected
+                .iter()
+                .filter(|r| !self.announced.contains(&r.version))
+                .cloned()
+                .collect();
+            self.announced = self
+                .books
+                .report
+                .rejected
+                .iter()
+                .map(|r| r.version.clone())
+                .collect();
+            let mut current = self.tracker.persisted();
+            current.reserved = self.keep.reserved();
+            // A term reserves its block of beats (kept in the member) before it renews.
+            match self
+                .heartbeat
+                .reservation(current.reserved, &own_lease, &tick.wall)
+            {
+                Some(end) => current.reserved = end,
+                None => {
+                    let digest = self.claims.digest(&self.books.published);
+                    step.renewal = self
+                        .heartbeat
+                        .due(&digest, self.config.liveness.interval, now);
+                }
+            }
+            step.keep = self.keep.due(&current, now);
+            self.awaiting = Some(step.scope.clone());
+        }
+        step
+    }
+
+    /// What carrying out the last leading step did.
+    pub fn outcome(&mut self, outcome: Outcome, now: Instant) {
+        let Some(scope) = self.awaiting.take() else {
+            return;
+        };
+        self.claims.record(&outcome.hub);
+        if let Some(ok) = outcome.renewal {
+            self.heartbeat.answered(ok, now);
+        }
+        if let Some(ok) = outcome.kept {
+            self.keep.answered(ok, now);
+            self.heartbeat.reserved(ok);
+        }
+        // A new kind of failure changes what the next plan says (a condition): plan those
+        // services again at once rather than after the retry delay.
+        let previous = self.books.feedback.clone();
+        self.books.feedback.absorb(scope.as_ref(), outcome.feedback);
+        if !previous.same_failures(&self.books.feedback) {
+            match &scope {
+                None => self.queue.mark_everything(),
+                Some(keys) => keys.iter().cloned().for_each(|k| self.queue.mark(k)),
+            }
+        }
+        if outcome.errors > 0 {
+            self.retries.failed(scope.as_ref(), now);
+        } else {
+            self.retries.succeeded(scope.as_ref());
+        }
+    }
+
+    fn news(&mut self, now: &Liveness) -> News {
+        let last = &self.last_liveness;
+        let keys = |l: &Liveness| -> BTreeSet<String> { l.withdrawn.keys().cloned().collect() };
+        let (before, after) = (keys(last), keys(now));
+        let news = News {
+            withdrawn: after.difference(&before).cloned().collect(),
+            restored: before.difference(&after).cloned().collect(),
+            blind: (last.blind != now.blind).then_some(now.blind),
+            unmatched: now
+                .unmatched
+                .keys()
+                .filter(|c| !last.unmatched.contains_key(*c))
+                .cloned()
+                .collect(),
+        };
+        self.last_liveness = now.clone();
+        news
+    }
+}
+
+/// The claimed names of what the hub holds in this member's own namespace.
+fn own_names(
+    id: &str,
+    records: &[Arc<ExportedService>],
+    copies: &[Arc<ExportedEndpointSlice>],
+) -> BTreeSet<String> {
+    let own = atoll_api::hub::namespace_for(id);
+    let mine = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        (m.namespace.as_deref() == Some(own.as_str())).then(|| m.name.clone().unwrap_or_default())
+    };
+    records
+        .iter()
+        .filter_map(|r| mine(&r.metadata).map(|n| record_claim_name(&n)))
+        .chain(
+            copies
+                .iter()
+                .filter_map(|c| mine(&c.metadata).map(|n| copy_claim_name(&n))),
+        )
+        .collect()
+}
+
+/// This member's own heartbeat Lease as the hub holds it.
+fn own_lease(id: &str, leases: &[Arc<Lease>]) -> Heartbeat {
+    let own = atoll_api::hub::namespace_for(id);
+    leases
+        .iter()
+        .find(|l| {
+            l.metadata.name.as_deref() == Some(LEASE_NAME)
+                && l.metadata.namespace.as_deref() == Some(own.as_str())
+        })
+        .map_or_else(Heartbeat::missing, |l| Heartbeat::read(l))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,264 @@
+//! The reconciler's decisions step by step, without an apiserver.
+
+use std::collections::BTreeMap;
+
+use atoll_api::hub::{ExportedService, LEASE_NAME};
+use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+use crate::ClusterId;
+
+const INTERVAL: Duration = Duration::from_secs(2);
+const GRACE: Duration = Duration::from_secs(12);
+
+fn wall(seconds: u64) -> Time {
+    Time(Timestamp::from_second(1_800_000_000 + seconds as i64).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+fn config(id: &str) -> Config {
+    Config::new(
+        Member::new(ClusterId::new(id).unwrap_or_else(|_| panic!("{id}"))),
+        liveness::Settings::new(INTERVAL, GRACE),
+    )
+}
+
+fn service(name: &str) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            namespace: Some("demo".into()),
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            cluster_ips: Some(vec!["10.0.0.1".into()]),
+            ip_families: Some(vec!["IPv4".into()]),
+            ports: Some(vec![ServicePort {
+                name: Some("tcp".into()),
+                port: 42,
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn record(cluster: &str, name: &str) -> Arc<ExportedService> {
+    let mut export = atoll_api::v1beta1::ServiceExport::new(name, None);
+    export.metadata.namespace = Some("demo".into());
+    export.metadata.creation_timestamp = Some(wall(0));
+    Arc::new(crate::export::record(cluster, &export, &service(name)))
+}
+
+fn observed(records: Vec<Arc<ExportedService>>) -> Observed {
+    Observed {
+        namespaces: vec![Arc::new(Namespace {
+            metadata: ObjectMeta {
+                name: Some("demo".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })],
+        records,
+        ..Default::default()
+    }
+}
+
+fn beat_lease(cluster: &str, beat: u64) -> Arc<Lease> {
+    let mut l = Lease::default();
+    l.metadata.name = Some(LEASE_NAME.into());
+    l.metadata.namespace = Some(atoll_api::hub::namespace_for(cluster));
+    l.metadata.annotations = Some(BTreeMap::from([(
+        atoll_api::hub::BEAT_ANNOTATION.into(),
+        beat.to_string(),
+    )]));
+    Arc::new(l)
+}
+
+fn tick(start: Instant, seconds: u64, leading: bool) -> Tick {
+    Tick {
+        now: start + Duration::from_secs(seconds),
+        wall: wall(seconds),
+        leading,
+    }
+}
+
+#[test]
+fn a_standby_plans_but_carries_no_write_and_a_new_leader_covers_everything() {
+    let start = Instant::now();
+    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    // The stores hand out the same object until it changes.
+    let records = vec![record("c2", "a")];
+    let step = r.step(&tick(start, 0, false), observed(records.clone()), &[]);
+    assert!(!step.lead && step.renewal.is_none() && step.keep.is_none());
+    assert!(step.scope.is_none(), "the first step covers everything");
+    let step = r.step(&tick(start, 1, false), observed(records.clone()), &[]);
+    assert_eq!(
+        step.scope,
+        Some(BTreeSet::new()),
+        "nothing marked: nothing to plan"
+    );
+    let step = r.step(&tick(start, 2, true), observed(records), &[]);
+    assert!(
+        step.lead && step.scope.is_none(),
+        "leadership gained: everything"
+    );
+    assert!(step.plan.writes() > 0);
+    // The term first keeps its block of beats in the member; then it renews.
+    let reserved = step.keep.as_ref().map_or(0, |k| k.reserved);
+    assert!(step.renewal.is_none() && reserved > 0, "{:?}", step.keep);
+    r.outcome(
+        Outcome {
+            kept: Some(true),
+            ..Default::default()
+        },
+        start + Duration::from_secs(2),
+    );
+    let step = r.step(
+        &tick(start, 3, true),
+        observed(vec![record("c2", "a")]),
+        &[],
+    );
+    let renewal = step.renewal.expect("the leader renews the heartbeat");
+    assert!(renewal.beat + super::heartbeat::BLOCK > reserved && renewal.beat <= reserved);
+}
+
+#[test]
+fn a_restarted_agent_continues_from_the_kept_decisions() {
+    let start = Instant::now();
+    let mut first = Reconciler::new(config("c1"), None, start, &wall(0));
+    let records = vec![record("c2", "a")];
+    first.step(
+        &tick(start, 0, true),
+        observed(records.clone()),
+        &[beat_lease("c1", 1), beat_lease("c2", 1)],
+    );
+    first.outcome(
+        Outcome {
+            renewal: Some(true),
+            kept: Some(true),
+            ..Default::default()
+        },
+        start,
+    );
+    // c2 goes silent; c1 keeps beating. After the grace c2 is withdrawn, and that is kept.
+    let mut kept = None;
+    for s in (2..=16).step_by(2) {
+        let step = first.step(
+            &tick(start, s, true),
+            observed(records.clone()),
+            &[beat_lease("c1", 1 + s), beat_lease("c2", 1)],
+        );
+        if step.keep.is_some() {
+            kept = step.keep.clone();
+        }
+        first.outcome(
+            Outcome {
+                renewal: Some(true),
+                kept: step.keep.as_ref().map(|_| true),
+                ..Default::default()
+            },
+            start + Duration::from_secs(s),
+        );
+    }
+    let kept = kept.expect("the withdrawal is kept");
+    let kept_before = kept.clone();
+    assert_eq!(
+        kept.sources["c2"].standing,
+        Some(liveness::Standing::Withdrawn)
+    );
+
+    // A new process starts from it: c2 stays withdrawn.
+    let restart = start + Duration::from_secs(20);
+    let mut second = Reconciler::new(config("c1"), Some(kept), restart, &wall(20));
+    let step = second.step(
+        &Tick {
+            now: restart,
+            wall: wall(20),
+            leading: true,
+        },
+        observed(records),
+        &[beat_lease("c1", 30), beat_lease("c2", 1)],
+    );
+    assert!(step.liveness.withdrawn.contains_key("c2"));
+    assert!(
+        step.plan.member.apply_imports.is_empty(),
+        "{:?}",
+        step.plan.member.apply_imports
+    );
+    // What is kept is still true; the new term only adds its own block of beats, above the
+    // last one.
+    let keep = step.keep.expect("the new term reserves its beats");
+    assert_eq!(keep.sources, kept_before.sources);
+    assert!(keep.reserved > kept_before.reserved);
+}
+
+#[test]
+fn failed_writes_are_retried_on_their_own_schedule_and_change_the_next_plan_at_once() {
+    let start = Instant::now();
+    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    let step = r.step(&tick(start, 0, true), observed(vec![]), &[]);
+    assert!(step.scope.is_none());
+    let key = ServiceKey::new("demo", "a");
+    let mut feedback = Feedback::default();
+    feedback.publish_failures.insert(
+        key.clone(),
+        crate::plan::Refusal {
+            code: 403,
+            message: "quota".into(),
+        },
+    );
+    r.outcome(
+        Outcome {
+            feedback,
+            errors: 1,
+            ..Default::default()
+        },
+        start,
+    );
+    assert!(r.ready(), "a new failure is planned again at once");
+    assert!(r.next_wake(start).is_some());
+}
+
+#[test]
+fn idle_steps_write_nothing_but_the_heartbeat() {
+    let start = Instant::now();
+    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    let mut writes = Vec::new();
+    for s in 0..10 {
+        let step = r.step(
+            &tick(start, s, true),
+            observed(vec![]),
+            &[beat_lease("c1", s + 1)],
+        );
+        writes.push((
+            step.plan.writes(),
+            step.renewal.is_some(),
+            step.keep.is_some(),
+        ));
+        r.outcome(
+            Outcome {
+                renewal: step.renewal.as_ref().map(|_| true),
+                kept: step.keep.as_ref().map(|_| true),
+                ..Default::default()
+            },
+            start + Duration::from_secs(s),
+        );
+    }
+    // The first step keeps the term's block of beats (and the accepted epochs); after that,
+    // nothing but a renewal per interval.
+    assert_eq!(writes[0], (0, false, true), "{writes:?}");
+    assert!(
+        writes[1..].iter().all(|(w, _, k)| *w == 0 && !k),
+        "{writes:?}"
+    );
+    let renewals = writes.iter().filter(|(_, h, _)| *h).count();
+    assert_eq!(
+        renewals, 5,
+        "one renewal per 2 s interval from 1 s to 10 s: {writes:?}"
+    );
+}

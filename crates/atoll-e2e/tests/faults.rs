@@ -1,0 +1,363 @@
+//! Faults that broke liveness before the reconciler became a state machine (the agents run with
+//! 2 s heartbeats and a 12 s grace, as `hack/agents.sh` starts them), each tried on the local
+//! ClusterSet:
+//! - an importer restarted while a source is withdrawn does not bring it back;
+//! - an importer that starts against a hub that lost a member's records deletes nothing of
+//!   that member's before the grace;
+//! - a hub write that keeps failing (a ResourceQuota on endpoint copies) is reported on the
+//!   export and does not freeze the member's other changes, and recovers when lifted;
+//! - members with 2 s and 10 s heartbeats side by side: no flapping, no writes while idle.
+//!
+//! Disruptive (stops and restarts agents): run one test at a time, after the others.
+
+use std::time::{Duration, Instant};
+
+use atoll_api::hub;
+use atoll_api::multicluster::export_condition as ec;
+
+use atoll_testing::mcs::{
+    HELLO_PORTS, import, import_snapshot, mcs_slices, settled_snapshot, wait_import_clusters,
+};
+use atoll_testing::membership::kubectl;
+
+use atoll_api::v1beta1::ServiceExport;
+use atoll_testing::{ClusterSet, Member, Undo, agent_admin_port, fixtures, metric, wait_for};
+use k8s_openapi::api::core::v1::ResourceQuota;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+
+/// The grace `hack/agents.sh` gives the agents.
+const GRACE: Duration = Duration::from_secs(12);
+
+async fn slice_sources(member: &Member, ns: &str, name: &str) -> anyhow::Result<Vec<String>> {
+    let mut sources: Vec<String> = mcs_slices(member, ns, name)
+        .await?
+        .iter()
+        .filter_map(|s| s.labels().get(atoll_api::labels::SOURCE_CLUSTER).cloned())
+        .collect();
+    sources.sort();
+    sources.dedup();
+    Ok(sources)
+}
+
+async fn wait_sources(member: &Member, ns: &str, name: &str, want: &[&str]) -> anyhow::Result<()> {
+    wait_for(
+        &format!("slices of {ns}/{name} from {want:?} in {}", member.context),
+        Duration::from_secs(40),
+        || async {
+            let got = slice_sources(member, ns, name).await?;
+            Ok(if got == want { Ok(()) } else { Err(got) })
+        },
+    )
+    .await
+}
+
+/// The Ready condition of the ServiceExport `ns/name` in `member`.
+async fn ready(
+    member: &Member,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Option<atoll_api::Condition>> {
+    let export = Api::<ServiceExport>::namespaced(member.client.clone(), ns)
+        .get(name)
+        .await?;
+    Ok(export
+        .status
+        .map(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == ec::READY))
+}
+
+/// A Deployment, its Service and its export of `name` in `member`.
+async fn exported(member: &Member, ns: &str, name: &str) -> anyhow::Result<()> {
+    fixtures::deployment(&member.client, ns, name, 1).await?;
+    fixtures::apply_service(
+        &member.client,
+        &fixtures::service(ns, name, name, HELLO_PORTS, false),
+    )
+    .await?;
+    fixtures::export(&member.client, ns, name, &[]).await
+}
+
+#[tokio::test]
+async fn a_restarted_importer_does_not_bring_back_a_cluster_it_withdrew() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let _agents = Undo::new(|| {
+        let _ = fixtures::agents("start", &["c2", "c3"]);
+    });
+    let ns = set.namespace("resurrect").await?;
+    let (c2, c3) = (&set.members[1], &set.members[2]);
+    exported(c2, &ns.name, "both").await?;
+    exported(c3, &ns.name, "both").await?;
+    wait_sources(c3, &ns.name, "both", &["c2", "c3"]).await?;
+
+    fixtures::agents("stop", &["c2"])?;
+    wait_sources(c3, &ns.name, "both", &["c3"]).await?;
+    // c3's agent restarts (a helm upgrade, a drained node) while c2 is still dead: c2's
+    // endpoints must not come back, not even for a moment.
+    fixtures::agents("restart", &["c3"])?;
+    let watched = Instant::now();
+    while watched.elapsed() < GRACE {
+        let got = slice_sources(c3, &ns.name, "both").await?;
+        assert_eq!(
+            got,
+            ["c3"],
+            "c2 came back in c3 {:.1} s after c3's agent restarted",
+            watched.elapsed().as_secs_f64()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!("restart during an outage: c2 stayed withdrawn for {GRACE:?} after c3's restart");
+    fixtures::agents("start", &["c2"])?;
+    wait_sources(c3, &ns.name, "both", &["c2", "c3"]).await?;
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn an_importer_starting_against_a_wiped_hub_deletes_nothing_before_the_grace()
+-> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let _agents = Undo::new(|| {
+        let _ = fixtures::agents("start", &["c2", "c3"]);
+    });
+    let ns = set.namespace("wipedstart").await?;
+    let (c2, c3) = (&set.members[1], &set.members[2]);
+    exported(c2, &ns.name, "only").await?;
+    wait_import_clusters(c3, &ns.name, "only", 1).await?;
+    let before = settled_snapshot(&set, &ns.name, "only").await?;
+    let in_c3: Vec<_> = before
+        .iter()
+        .filter(|(k, _, _)| k.starts_with("kwok-c3:"))
+        .cloned()
+        .collect();
+
+    // c2 and c3 stop; c2's records and copies are wiped from the hub (as a restore from an
+    // older backup would leave it), its Lease still claiming them; c3 starts.
+    fixtures::agents("stop", &["c2", "c3"])?;
+    kubectl(
+        &set,
+        "kwok-c1",
+        &[
+            "-n",
+            &hub::namespace_for("c2"),
+            "delete",
+            "--all",
+            "exportedservices.hub.atoll.dev,exportedendpointslices.hub.atoll.dev",
+        ],
+    )?;
+    fixtures::agents("start", &["c3"])?;
+    let started = Instant::now();
+    let c3_only = ClusterSet {
+        kubeconfig: set.kubeconfig.clone(),
+        members: vec![c3.clone()],
+    };
+    // Up to the grace nothing of c2's may go (c2 is dead too, so it is withdrawn after it).
+    while started.elapsed() < GRACE - Duration::from_secs(2) {
+        let now = import_snapshot(&c3_only, &ns.name, "only").await?;
+        for (key, uid, _) in &in_c3 {
+            assert!(
+                now.iter().any(|(k, u, _)| k == key && u == uid),
+                "{key} was deleted {:.1} s after c3's agent started against the wiped hub",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // c2 comes back and publishes again: the import stays the same object.
+    fixtures::agents("start", &["c2"])?;
+    wait_import_clusters(c3, &ns.name, "only", 1).await?;
+    let after = import_snapshot(&c3_only, &ns.name, "only").await?;
+    let import_uid = |s: &[(String, String, String)]| {
+        s.iter()
+            .find(|(k, _, _)| k.contains(":ServiceImport/"))
+            .map(|(_, u, _)| u.clone())
+    };
+    eprintln!(
+        "importer started against a wiped hub: nothing of c2's deleted for {:.1} s",
+        (GRACE - Duration::from_secs(2)).as_secs_f64()
+    );
+    assert_eq!(
+        import_uid(&after),
+        import_uid(&in_c3),
+        "the import was re-created"
+    );
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn a_hub_write_that_keeps_failing_is_reported_and_recovers_when_lifted() -> anyhow::Result<()>
+{
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("quota").await?;
+    let (c2, c3) = (&set.members[1], &set.members[2]);
+    exported(c2, &ns.name, "first").await?;
+    wait_import_clusters(c3, &ns.name, "first", 1).await?;
+    wait_sources(c3, &ns.name, "first", &["c2"]).await?;
+
+    // A quota on c2's hub namespace: no more endpoint copies than it has now.
+    let hub_ns = hub::namespace_for("c2");
+    let copies = kube::Api::<atoll_api::hub::ExportedEndpointSlice>::namespaced(
+        set.members[0].client.clone(),
+        &hub_ns,
+    )
+    .list(&Default::default())
+    .await?
+    .items
+    .len();
+    let quotas: Api<ResourceQuota> = Api::namespaced(set.members[0].client.clone(), &hub_ns);
+    let quota = serde_json::json!({
+        "apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": { "name": "e2e-copies", "namespace": hub_ns },
+        "spec": { "hard": { "count/exportedendpointslices.hub.atoll.dev": copies.to_string() } },
+    });
+    quotas
+        .patch(
+            "e2e-copies",
+            &PatchParams::apply("atoll-e2e"),
+            &Patch::Apply(&quota),
+        )
+        .await?;
+    let _lift = {
+        let (set, hub_ns) = (set.clone(), hub_ns.clone());
+        Undo::new(move || {
+            let _ = kubectl(
+                &set,
+                "kwok-c1",
+                &[
+                    "-n",
+                    &hub_ns,
+                    "delete",
+                    "resourcequota",
+                    "e2e-copies",
+                    "--ignore-not-found",
+                ],
+            );
+        })
+    };
+    // Quota usage is computed by the controller: wait until the apiserver enforces it.
+    wait_for(
+        "the quota to count the copies",
+        Duration::from_secs(30),
+        || async {
+            let q = quotas.get("e2e-copies").await?;
+            let used = q.status.and_then(|s| s.used).unwrap_or_default();
+            Ok(if used.is_empty() {
+                Err("not yet")
+            } else {
+                Ok(())
+            })
+        },
+    )
+    .await?;
+
+    // A second export: its copy cannot be written.
+    exported(c2, &ns.name, "second").await?;
+    wait_for(
+        "Ready=False on the second export",
+        Duration::from_secs(40),
+        || async {
+            Ok(match ready(c2, &ns.name, "second").await? {
+                Some(c)
+                    if c.status == atoll_api::ConditionStatus::False
+                        && c.message.contains("quota") =>
+                {
+                    Ok(c)
+                }
+                other => Err(format!("{other:?}")),
+            })
+        },
+    )
+    .await?;
+    let port = agent_admin_port(1)?;
+    assert!(
+        metric(port, "atoll_agent_unpublishable_objects").await? >= 1.0,
+        "the failing copy is counted"
+    );
+    // c2's other changes still reach c3 (its claim follows what the hub holds): a third
+    // export's record (records are not under quota) is imported.
+    let before = Instant::now();
+    fixtures::export(&c2.client, &ns.name, "first", &[("e2e", "relabelled")]).await?;
+    wait_for(
+        "the first export's new label in c3",
+        Duration::from_secs(30),
+        || async {
+            let i = import(c3, &ns.name, "first").await?;
+            let labelled = i
+                .as_ref()
+                .and_then(|i| i.metadata.labels.as_ref())
+                .is_some_and(|l| l.get("e2e").map(String::as_str) == Some("relabelled"));
+            Ok(if labelled { Ok(()) } else { Err("not yet") })
+        },
+    )
+    .await?;
+    eprintln!(
+        "a failing copy write: the member's other change reached c3 in {:.1} s",
+        before.elapsed().as_secs_f64()
+    );
+
+    // Lifted: the copy is written and the export becomes Ready.
+    quotas
+        .delete("e2e-copies", &DeleteParams::default())
+        .await?;
+    wait_for(
+        "Ready=True on the second export",
+        Duration::from_secs(60),
+        || async {
+            Ok(match ready(c2, &ns.name, "second").await? {
+                Some(c) if c.status == atoll_api::ConditionStatus::True => Ok(()),
+                other => Err(format!("{other:?}")),
+            })
+        },
+    )
+    .await?;
+    wait_sources(c3, &ns.name, "second", &["c2"]).await?;
+    assert_eq!(
+        metric(port, "atoll_agent_unpublishable_objects").await?,
+        0.0
+    );
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn members_with_2s_and_10s_heartbeats_side_by_side_write_nothing_while_idle()
+-> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let _agents = Undo::new(|| {
+        let _ = fixtures::agents("restart", &["c2"]);
+    });
+    let ns = set.namespace("rhythm").await?;
+    let (c2, c3) = (&set.members[1], &set.members[2]);
+    exported(c2, &ns.name, "slow").await?;
+    // c2 beats every 10 s and asks for a 40 s grace; c1 and c3 beat every 2 s with 12 s.
+    fixtures::agents_with_rhythm("restart", &["c2"], 10, 40)?;
+    wait_import_clusters(c3, &ns.name, "slow", 1).await?;
+    let settled = settled_snapshot(&set, &ns.name, "slow").await?;
+    let port = agent_admin_port(2)?;
+    let writes = || async { metric(port, "atoll_agent_api_writes_total").await };
+    let heartbeats = || async { metric(port, "atoll_agent_heartbeats_total").await };
+    let (w0, h0) = (writes().await?, heartbeats().await?);
+    // Five of c2's intervals: never stale, never withdrawn, nothing rewritten.
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(50) {
+        assert_eq!(
+            metric(port, "atoll_agent_source_cluster_withdrawn").await?,
+            0.0,
+            "c3 withdrew a member with a slower heartbeat"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let (w1, h1) = (writes().await?, heartbeats().await?);
+    let idle_writes = (w1 - w0) - (h1 - h0);
+    eprintln!(
+        "2 s and 10 s heartbeats side by side: c3 wrote {idle_writes} objects in 50 s idle ({} heartbeats)",
+        h1 - h0
+    );
+    assert_eq!(idle_writes, 0.0, "writes while idle");
+    assert_eq!(
+        import_snapshot(&set, &ns.name, "slow").await?,
+        settled,
+        "an import was rewritten while idle"
+    );
+    ns.cleanup().await
+}

@@ -1,0 +1,323 @@
+//! The invariants checked while a schedule runs:
+//! (i) no import, derived Service or MCS slice of a service with a live exporter is deleted
+//!     (or, then, re-created), live meaning: it has exported the service for a while and its
+//!     last heartbeat is younger than the grace (a cluster leaves only after its grace,
+//!     whatever the hub lost and whether the importer ran throughout or just started);
+//! (ii) a dead cluster's endpoints leave every importer within its grace plus [`BOUND`] and
+//!      never return until it heartbeats again;
+//! (iii) never two writers at once (checked by the simulated writer at each write);
+//! (iv) once faults stop, every member converges to what a fault-free run holds;
+//! (v) no writes while idle.
+//!
+//! "Live" and "healthy" are judged from what the simulation knows for certain: an exporter is
+//! live while it has exported the service, heartbeated and suffered no fault for a whole
+//! window (its grace plus three intervals); an importer is healthy while it suffered no fault.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use atoll_core::reconciler::News;
+
+use crate::member::MemberState;
+
+/// How much later than its grace an importer may withdraw a dead cluster: its own step
+/// cadence, the watch delivery lag and the liveness view's rounding.
+pub const BOUND: Duration = Duration::from_secs(3);
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Violation {
+    /// 1 to 5.
+    pub invariant: u8,
+    pub what: String,
+    /// Simulated seconds since the schedule began.
+    pub at: f64,
+}
+
+/// What a write was, for counting writes while idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    Member,
+    Hub,
+    Kept,
+}
+
+/// What the checks remember while a schedule runs.
+#[derive(Debug, Default)]
+pub struct Checks {
+    pub violations: Vec<Violation>,
+    /// member -> service -> since when it has exported it.
+    exported_since: BTreeMap<String, BTreeMap<String, Instant>>,
+    /// (importer, source) -> when the importer withdrew the source.
+    withdrawn: BTreeMap<(String, String), Instant>,
+    /// member -> its last heartbeat the hub accepted.
+    beats: BTreeMap<String, Instant>,
+    /// member -> the one before.
+    previous_beats: BTreeMap<String, Instant>,
+    /// member -> the heartbeat before its last, when a restore may have erased the last one
+    /// before any importer saw it.
+    erasable: BTreeMap<String, Instant>,
+    /// member -> its silences between heartbeats (last beat before, first beat after) of more
+    /// than two seconds: an importer may act on one until it sees the member beat again.
+    silences: BTreeMap<String, Vec<(Instant, Instant)>>,
+    /// Writes other than heartbeats, by member.
+    pub writes: BTreeMap<String, u64>,
+    /// Simulated time of the schedule's start, for the report.
+    origin: Option<Instant>,
+    /// While set, checks (i) and (ii) are off (the schedule is still warming up).
+    pub quiet: bool,
+}
+
+impl Checks {
+    pub fn begin(&mut self, origin: Instant) {
+        self.origin = Some(origin);
+    }
+
+    fn at(&self, now: Instant) -> f64 {
+        self.origin
+            .map_or(0.0, |o| now.saturating_duration_since(o).as_secs_f64())
+    }
+
+    pub fn violate(&mut self, invariant: u8, what: String) {
+        self.violations.push(Violation {
+            invariant,
+            what,
+            at: 0.0,
+        });
+    }
+
+    fn violate_at(&mut self, invariant: u8, what: String, now: Instant) {
+        let at = self.at(now);
+        self.violations.push(Violation {
+            invariant,
+            what,
+            at,
+        });
+    }
+
+    pub fn exported(&mut self, member: &str, service: &str, at: Instant) {
+        self.exported_since
+            .entry(member.to_owned())
+            .or_default()
+            .insert(service.to_owned(), at);
+    }
+
+    pub fn unexported(&mut self, member: &str, service: &str) {
+        if let Some(s) = self.exported_since.get_mut(member) {
+            s.remove(service);
+        }
+    }
+
+    /// The hub was restored from a backup at `at`: a heartbeat written within the last second
+    /// may be gone before an importer saw it, so an importer that withdraws the member as if
+    /// it had not beaten is not held to that beat in (i) (until the member beats again).
+    pub fn restored(&mut self, at: Instant) {
+        for (member, last) in &self.beats {
+            if at.saturating_duration_since(*last) <= Duration::from_secs(1)
+                && let Some(before) = self.previous_beats.get(member)
+            {
+                self.erasable.insert(member.clone(), *before);
+            }
+        }
+    }
+
+    pub fn beat(&mut self, member: &str, at: Instant) {
+        self.erasable.remove(member);
+        if let Some(was) = self.beats.get(member).copied() {
+            self.previous_beats.insert(member.to_owned(), was);
+        }
+        if let Some(before) = self.beats.insert(member.to_owned(), at)
+            && at.saturating_duration_since(before) > Duration::from_secs(2)
+        {
+            self.silences
+                .entry(member.to_owned())
+                .or_default()
+                .push((before, at));
+        }
+    }
+
+    pub fn news(&mut self, importer: &str, news: &News, at: Instant) {
+        for source in &news.withdrawn {
+            self.withdrawn
+                .insert((importer.to_owned(), source.clone()), at);
+        }
+        for source in &news.restored {
+            self.withdrawn
+                .remove(&(importer.to_owned(), source.clone()));
+        }
+    }
+
+    pub fn wrote(&mut self, member: &str, _kind: WriteKind, _at: Instant) {
+        *self.writes.entry(member.to_owned()).or_default() += 1;
+    }
+
+    pub fn created(&mut self, _importer: &str, _kind: &str, _name: &str, _at: Instant) {}
+
+    /// (ii), second half: an importer writes a slice of `source` after withdrawing it, and the
+    /// source has not heartbeated since.
+    pub fn slice_written(&mut self, importer: &str, source: &str, now: Instant) {
+        let key = (importer.to_owned(), source.to_owned());
+        if let Some(withdrawn) = self.withdrawn.get(&key).copied() {
+            let beat_since = self.beats.get(source).is_some_and(|b| *b > withdrawn);
+            if !beat_since && !self.quiet {
+                self.violate_at(
+                    2,
+                    format!("{importer} imports {source}'s endpoints again although {source} has not heartbeated since {importer} withdrew it"),
+                    now,
+                );
+            }
+            self.withdrawn.remove(&key);
+        }
+    }
+
+    /// (i): `importer` deleted `kind` `name` of `service` (an MCS slice of cluster `source`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn deleted(
+        &mut self,
+        importer: &str,
+        kind: &str,
+        name: &str,
+        service: Option<&str>,
+        source: Option<&str>,
+        now: Instant,
+        members: &[MemberState],
+    ) {
+        let Some(service) = service else {
+            return;
+        };
+        if self.quiet {
+            return;
+        }
+        let window = window(members);
+        let Some(deleting) = members.iter().find(|m| m.name == importer) else {
+            return;
+        };
+        // An importer cut off from the hub sees no heartbeat: until it notices (its own
+        // heartbeat stops moving in its view) its clocks run on, and what it decides meanwhile
+        // is not held against it here; nor are writes that land seconds after their decision
+        // because its apiserver answers slowly.
+        let cut_off = deleting.partitioned
+            || deleting.write_latency > Duration::ZERO
+            || deleting
+                .reconnected_at
+                .is_some_and(|at| now.saturating_duration_since(at) <= window);
+        if cut_off {
+            return;
+        }
+        for exporter in members {
+            if source.is_some_and(|s| s != exporter.name) {
+                continue;
+            }
+            let since = self
+                .exported_since
+                .get(&exporter.name)
+                .and_then(|s| s.get(service))
+                .copied();
+            let exported_long = since.is_some_and(|t| now.saturating_duration_since(t) >= window);
+            // The shortest grace the importer may give it, less a second for the importer's
+            // view to lag behind the hub.
+            let grace = deleting
+                .rhythm
+                .grace
+                .max(exporter.rhythm.grace)
+                .max(exporter.rhythm.interval * 3)
+                .saturating_sub(Duration::from_secs(1));
+            let last_seen_beat = self
+                .erasable
+                .get(&exporter.name)
+                .or_else(|| self.beats.get(&exporter.name));
+            let within_grace =
+                last_seen_beat.is_some_and(|b| now.saturating_duration_since(*b) < grace);
+            // A silence longer than the grace that ended moments ago: the importer may not
+            // have seen the beat that ended it yet.
+            let just_back = self.silences.get(&exporter.name).is_some_and(|s| {
+                s.iter().any(|(from, to)| {
+                    to.saturating_duration_since(*from) >= grace
+                        && now.saturating_duration_since(*to) <= BOUND
+                })
+            });
+            if exported_long && within_grace && !just_back {
+                let last = self.beats.get(&exporter.name).map_or(0.0, |b| self.at(*b));
+                let silence = self
+                    .silences
+                    .get(&exporter.name)
+                    .and_then(|s| s.last())
+                    .map(|(f, t)| format!("{:.2}-{:.2}", self.at(*f), self.at(*t)))
+                    .unwrap_or_default();
+                self.violate_at(
+                    1,
+                    format!(
+                        "{importer} deleted {kind} {name} of {service}, which {} exports and is live (last heartbeat at {last:.2} s, last silence {silence})",
+                        exporter.name
+                    ),
+                    now,
+                );
+            }
+        }
+    }
+
+    /// (ii), first half: every healthy importer holds no slice of a cluster whose last
+    /// heartbeat is older than the grace plus [`BOUND`]. `slices` lists each member's MCS
+    /// slices' sources.
+    pub fn dead_gone(
+        &mut self,
+        members: &[MemberState],
+        slices: &BTreeMap<String, Vec<String>>,
+        origin: Instant,
+        now: Instant,
+    ) {
+        if self.quiet {
+            return;
+        }
+        for importer in members {
+            let healthy_since = importer.disturbed_at;
+            for source in members {
+                if source.name == importer.name {
+                    continue;
+                }
+                let last_beat = self.beats.get(&source.name).copied().unwrap_or(origin);
+                let grace = importer
+                    .rhythm
+                    .grace
+                    .max(source.rhythm.grace)
+                    .max(source.rhythm.interval * 3);
+                let deadline = last_beat.max(healthy_since) + grace + BOUND;
+                if now <= deadline {
+                    continue;
+                }
+                let holds = slices
+                    .get(&importer.name)
+                    .is_some_and(|s| s.iter().any(|c| c == &source.name));
+                if holds {
+                    self.violate_at(
+                        2,
+                        format!(
+                            "{} still imports {}'s endpoints {:.1} s after its last heartbeat (grace {} s)",
+                            importer.name,
+                            source.name,
+                            now.saturating_duration_since(last_beat).as_secs_f64(),
+                            grace.as_secs()
+                        ),
+                        now,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// How long an exporter must have been exporting and undisturbed to count as live: the
+/// longest grace plus three of the longest intervals.
+fn window(members: &[MemberState]) -> Duration {
+    let grace = members
+        .iter()
+        .map(|m| m.rhythm.grace)
+        .max()
+        .unwrap_or_default();
+    let interval = members
+        .iter()
+        .map(|m| m.rhythm.interval)
+        .max()
+        .unwrap_or_default();
+    grace + interval * 3 + Duration::from_secs(2)
+}

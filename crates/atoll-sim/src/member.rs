@@ -1,0 +1,29 @@
+//! A simulated member and what the faults currently do to it.
+
+use std::time::{Duration, Instant};
+
+use crate::replica::{Replica, Rhythm};
+
+/// A member and what the faults do to it.
+#[derive(Debug)]
+pub struct MemberState {
+    pub name: String,
+    pub rhythm: Rhythm,
+    pub replicas: Vec<Replica>,
+    /// Cannot reach the hub (no watch event, no write, in either direction).
+    pub partitioned: bool,
+    /// When its last partition or spell of slow writes ended.
+    pub reconnected_at: Option<Instant>,
+    /// The next writes to fail, with this HTTP status (0: a timeout).
+    pub failing_writes: u32,
+    pub fail_code: u16,
+    /// Its wall clock's offset.
+    pub skew: Duration,
+    pub skew_ahead: bool,
+    /// How long each of its writes takes.
+    pub write_latency: Duration,
+    /// Its last heartbeat renewal the hub accepted.
+    pub last_beat: Option<Instant>,
+    /// The last moment a fault touched it (crash, restart, partition, failing writes, blind).
+    pub disturbed_at: Instant,
+}

@@ -1,0 +1,493 @@
+//! One schedule: a ClusterSet of three members (two of them beating every second with a 6 s
+//! grace, one every 3 s asking for 15 s), two agent replicas each, warmed up; then faults
+//! injected at random moments among regular operation (watch events delivered late, partly,
+//! twice; replicas stepping when due); then every fault healed and a quiet phase; then the
+//! comparison with a fault-free run and an idle phase in which nothing may be written.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use atoll_core::leader::Timings;
+use rand::rngs::StdRng;
+use rand::{Rng, RngCore, SeedableRng};
+
+use crate::apiserver::Hub;
+use crate::invariants::Violation;
+use crate::replica::{Rhythm, Which};
+use crate::scenario::{SERVICES, Scenario};
+use crate::world::{World, tracing};
+
+/// How a schedule runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub warmup: Duration,
+    pub faults: Duration,
+    pub quiet: Duration,
+    pub idle: Duration,
+    pub quantum: Duration,
+    /// Chance of a fault in each quantum of the fault phase.
+    pub fault_rate: f64,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Self {
+            warmup: Duration::from_secs(6),
+            faults: Duration::from_secs(30),
+            // Longer than the batch of kept epochs (30 s), the last write a change may cause.
+            quiet: Duration::from_secs(40),
+            idle: Duration::from_secs(8),
+            quantum: Duration::from_millis(250),
+            fault_rate: 0.08,
+        }
+    }
+}
+
+const REPLICAS: usize = 2;
+
+fn rhythms() -> [(&'static str, Rhythm); 3] {
+    let fast = Rhythm {
+        interval: Duration::from_secs(1),
+        grace: Duration::from_secs(6),
+    };
+    let slow = Rhythm {
+        interval: Duration::from_secs(3),
+        grace: Duration::from_secs(15),
+    };
+    [("c1", fast), ("c2", fast), ("c3", slow)]
+}
+
+fn timings() -> Timings {
+    Timings {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_secs(1),
+    }
+}
+
+/// The faults a schedule injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    CrashReplica,
+    CrashMember,
+    Partition,
+    FailWrites,
+    WipeHub,
+    Backup,
+    RestoreHub,
+    ClockJump,
+    SlowWrites,
+    Relist,
+    ChangeExports,
+    RefuseCopy,
+}
+
+const FAULTS: [Fault; 12] = [
+    Fault::CrashReplica,
+    Fault::CrashMember,
+    Fault::Partition,
+    Fault::FailWrites,
+    Fault::WipeHub,
+    Fault::Backup,
+    Fault::RestoreHub,
+    Fault::ClockJump,
+    Fault::SlowWrites,
+    Fault::Relist,
+    Fault::ChangeExports,
+    Fault::RefuseCopy,
+];
+
+/// Something a fault undoes later.
+#[derive(Clone, Copy, Debug)]
+enum Heal {
+    Restart(usize),
+    Reconnect(usize),
+    FastWrites(usize),
+}
+
+/// What one schedule did.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub violations: Vec<Violation>,
+    pub faults: usize,
+    pub steps: u64,
+}
+
+/// The fault-free results per final scenario (schedules often end in the same one).
+pub type References = Mutex<BTreeMap<Scenario, BTreeMap<String, Vec<String>>>>;
+
+/// Runs the schedule of `seed`.
+pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut world = World::new(&rhythms(), REPLICAS, timings());
+    world.checks.begin(world.origin());
+    initial_exports(&mut world, &mut rng);
+    let mut report = Report::default();
+
+    world.checks.quiet = true;
+    regular(
+        &mut world,
+        &mut rng,
+        shape.warmup,
+        shape.quantum,
+        true,
+        &mut report,
+    );
+    world.checks.quiet = false;
+
+    let mut heals: Vec<(Duration, Heal)> = Vec::new();
+    let mut backups: Vec<Hub> = Vec::new();
+    let quanta = (shape.faults.as_millis() / shape.quantum.as_millis().max(1)) as usize;
+    for _ in 0..quanta {
+        if rng.random_bool(shape.fault_rate) {
+            inject(&mut world, &mut rng, &mut heals, &mut backups);
+            report.faults += 1;
+        }
+        let now = world.elapsed;
+        heals.retain(|(at, heal)| {
+            if *at <= now {
+                apply_heal(&mut world, *heal);
+                false
+            } else {
+                true
+            }
+        });
+        regular(
+            &mut world,
+            &mut rng,
+            shape.quantum,
+            shape.quantum,
+            false,
+            &mut report,
+        );
+    }
+
+    // Every fault ends.
+    for (_, heal) in heals.drain(..) {
+        apply_heal(&mut world, heal);
+    }
+    for m in 0..world.members.len() {
+        let now = world.now();
+        let member = &mut world.members[m];
+        if member.partitioned || member.write_latency > Duration::ZERO {
+            member.reconnected_at = Some(now);
+        }
+        member.partitioned = false;
+        member.failing_writes = 0;
+        member.write_latency = Duration::ZERO;
+        while world.members[m].replicas.len() < REPLICAS {
+            world.start_replica(m);
+        }
+    }
+    regular(
+        &mut world,
+        &mut rng,
+        shape.quiet,
+        shape.quantum,
+        true,
+        &mut report,
+    );
+
+    // (iv) What a fault-free run of the final scenario holds.
+    let got = world.normalized();
+    let want = reference(&world.scenario, shape, references);
+    for (member, lines) in &want {
+        let have = got.get(member).cloned().unwrap_or_default();
+        if &have != lines {
+            world.checks.violate(
+                4,
+                format!("{member} holds {have:?} where a fault-free run holds {lines:?}"),
+            );
+        }
+    }
+    // (v) Nothing written while idle (heartbeats and elections aside).
+    let before = world.checks.writes.clone();
+    regular(
+        &mut world,
+        &mut rng,
+        shape.idle,
+        shape.quantum,
+        true,
+        &mut report,
+    );
+    let after = world.checks.writes.clone();
+    for (member, count) in &after {
+        let was = before.get(member).copied().unwrap_or(0);
+        if *count > was {
+            world.checks.violate(
+                5,
+                format!("{member} wrote {} objects while idle", count - was),
+            );
+        }
+    }
+    report.violations = std::mem::take(&mut world.checks.violations);
+    if tracing() {
+        eprintln!(
+            "planned {} services, {} full passes, {} steps",
+            world.planned, world.full_passes, report.steps
+        );
+    }
+    report
+}
+
+fn initial_exports(world: &mut World, rng: &mut StdRng) {
+    for m in 0..world.members.len() {
+        for service in SERVICES {
+            if rng.random_bool(0.5) {
+                world.export(m, service, 1);
+            }
+        }
+    }
+    // At least one service exported by two members.
+    world.export(0, SERVICES[0], 1);
+    world.export(2, SERVICES[0], 1);
+}
+
+/// Regular operation for `span`: each quantum, watch events reach each replica (all of them
+/// with `full`, else late, in part or twice, but never more than a second late) and each
+/// replica steps when due.
+fn regular(
+    world: &mut World,
+    rng: &mut StdRng,
+    span: Duration,
+    quantum: Duration,
+    full: bool,
+    report: &mut Report,
+) {
+    let quanta = (span.as_millis() / quantum.as_millis().max(1)).max(1) as usize;
+    for _ in 0..quanta {
+        world.quanta += 1;
+        // Watches lag at most a second behind their apiserver.
+        let catch_up = full || world.elapsed >= world.caught_up + Duration::from_secs(1);
+        if catch_up {
+            world.caught_up = world.elapsed;
+        }
+        for m in 0..world.members.len() {
+            for r in 0..world.members[m].replicas.len() {
+                for which in Which::ALL {
+                    if catch_up || rng.random_bool(0.5) {
+                        let count = if catch_up {
+                            usize::MAX
+                        } else {
+                            rng.random_range(1..4)
+                        };
+                        let duplicate = !full && rng.random_bool(0.05);
+                        world.deliver(m, r, which, count, duplicate);
+                    }
+                }
+            }
+        }
+        let mut order: Vec<(usize, usize)> = (0..world.members.len())
+            .flat_map(|m| (0..world.members[m].replicas.len()).map(move |r| (m, r)))
+            .collect();
+        shuffle(&mut order, rng);
+        // A replica whose writes are slow moves the clock; in a real ClusterSet the others run
+        // concurrently: their watches go on receiving (delivered here before their turn), and
+        // what they could not do meanwhile (step) is not held against them (see World::run).
+        let mut delivered_at = world.elapsed;
+        for (m, r) in order {
+            if world.elapsed > delivered_at + Duration::from_millis(100) {
+                world.deliver_all();
+                delivered_at = world.elapsed;
+                world.caught_up = world.elapsed;
+            }
+            if world.due(m, r, Duration::from_secs(1)) {
+                world.run(m, r);
+                report.steps += 1;
+            }
+        }
+        world.advance(quantum);
+        world.note_leaderless();
+        let (sources, origin, now) = (world.slice_sources(), world.origin(), world.now());
+        world
+            .checks
+            .dead_gone(&world.members, &sources, origin, now);
+    }
+}
+
+fn shuffle<T>(items: &mut [T], rng: &mut StdRng) {
+    for i in (1..items.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}
+
+fn pick(rng: &mut StdRng, n: usize) -> usize {
+    (rng.next_u64() % n.max(1) as u64) as usize
+}
+
+fn seconds(rng: &mut StdRng, from: u64, to: u64) -> Duration {
+    Duration::from_millis(rng.random_range(from * 1000..=to * 1000))
+}
+
+fn inject(
+    world: &mut World,
+    rng: &mut StdRng,
+    heals: &mut Vec<(Duration, Heal)>,
+    backups: &mut Vec<Hub>,
+) {
+    let m = pick(rng, world.members.len());
+    let now = world.elapsed;
+    let fault = FAULTS[pick(rng, FAULTS.len())];
+    if tracing() {
+        eprintln!(
+            "{:>6.2} s  fault {fault:?} on {}",
+            now.as_secs_f64(),
+            world.members[m].name
+        );
+    }
+    match fault {
+        Fault::CrashReplica => {
+            let r = pick(rng, world.members[m].replicas.len());
+            world.crash(m, r);
+            heals.push((now + seconds(rng, 0, 8), Heal::Restart(m)));
+        }
+        Fault::CrashMember => {
+            while !world.members[m].replicas.is_empty() {
+                world.crash(m, 0);
+            }
+            let back = now + seconds(rng, 2, 25);
+            heals.push((back, Heal::Restart(m)));
+            heals.push((back, Heal::Restart(m)));
+        }
+        Fault::Partition => {
+            world.members[m].partitioned = true;
+            world.members[m].disturbed_at = world.now();
+            heals.push((now + seconds(rng, 1, 20), Heal::Reconnect(m)));
+        }
+        Fault::FailWrites => {
+            let codes = [403, 409, 422, 0];
+            world.members[m].failing_writes = rng.random_range(1..=10);
+            world.members[m].fail_code = codes[pick(rng, codes.len())];
+            world.members[m].disturbed_at = world.now();
+        }
+        Fault::WipeHub => {
+            let name = world.members[m].name.clone();
+            world.apis.hub.wipe(&name);
+        }
+        Fault::Backup => backups.push(world.apis.hub.snapshot()),
+        Fault::RestoreHub => {
+            if let Some(backup) = backups.get(pick(rng, backups.len())).cloned() {
+                world.apis.hub.restore(&backup);
+                let now = world.now();
+                world.checks.restored(now);
+                // Watches of a restored apiserver get 410 Gone and relist.
+                for m in 0..world.members.len() {
+                    for r in 0..world.members[m].replicas.len() {
+                        for which in [Which::Records, Which::Copies, Which::Leases] {
+                            world.relist(m, r, which);
+                        }
+                    }
+                }
+            }
+        }
+        Fault::ClockJump => {
+            world.members[m].skew = seconds(rng, 60, 3600);
+            world.members[m].skew_ahead = rng.random_bool(0.5);
+        }
+        Fault::SlowWrites => {
+            world.members[m].write_latency = Duration::from_millis(rng.random_range(200..1500));
+            world.members[m].disturbed_at = world.now();
+            heals.push((now + seconds(rng, 3, 12), Heal::FastWrites(m)));
+        }
+        Fault::RefuseCopy => {
+            // From now on the hub refuses, for good, this member's copy of a service it does
+            // not export yet (its name is too long, say): once it exports it, that write fails.
+            let service = SERVICES[pick(rng, SERVICES.len())];
+            let name = world.members[m].name.clone();
+            let exports = world
+                .scenario
+                .exports
+                .get(&name)
+                .is_some_and(|e| e.contains_key(service));
+            if !exports {
+                world.scenario.refused.insert((name, service.to_owned()));
+            }
+        }
+        Fault::Relist => {
+            let r = pick(rng, world.members[m].replicas.len());
+            let which = Which::ALL[pick(rng, Which::ALL.len())];
+            world.relist(m, r, which);
+        }
+        Fault::ChangeExports => {
+            let service = SERVICES[pick(rng, SERVICES.len())];
+            let exports = world
+                .scenario
+                .exports
+                .get(&world.members[m].name)
+                .is_some_and(|e| e.contains_key(service));
+            match (exports, rng.random_range(0..3)) {
+                (true, 0) => world.unexport(m, service),
+                (_, _) => {
+                    let octet = rng.random_range(1..200);
+                    world.export(m, service, octet);
+                }
+            }
+        }
+    }
+}
+
+fn apply_heal(world: &mut World, heal: Heal) {
+    if tracing() {
+        eprintln!("{:>6.2} s  heal {heal:?}", world.elapsed.as_secs_f64());
+    }
+    match heal {
+        Heal::Restart(m) => {
+            if world.members[m].replicas.len() < REPLICAS {
+                world.start_replica(m);
+            }
+        }
+        Heal::Reconnect(m) => {
+            world.members[m].partitioned = false;
+            world.members[m].reconnected_at = Some(world.now());
+            world.members[m].disturbed_at = world.now();
+        }
+        Heal::FastWrites(m) => {
+            world.members[m].write_latency = Duration::ZERO;
+            world.members[m].reconnected_at = Some(world.now());
+            world.members[m].disturbed_at = world.now();
+        }
+    }
+}
+
+/// What a fault-free run of `scenario` converges to.
+fn reference(
+    scenario: &Scenario,
+    shape: &Shape,
+    references: &References,
+) -> BTreeMap<String, Vec<String>> {
+    if let Some(known) = references
+        .lock()
+        .ok()
+        .and_then(|r| r.get(scenario).cloned())
+    {
+        return known;
+    }
+    let mut world = World::new(&rhythms(), REPLICAS, timings());
+    world.scenario.refused = scenario.refused.clone();
+    for (member, services) in &scenario.exports {
+        let Some(m) = world.members.iter().position(|s| &s.name == member) else {
+            continue;
+        };
+        for (service, octet) in services {
+            world.export(m, service, *octet);
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(0);
+    let mut report = Report::default();
+    world.checks.quiet = true;
+    regular(
+        &mut world,
+        &mut rng,
+        shape.quiet,
+        shape.quantum,
+        true,
+        &mut report,
+    );
+    let result = world.normalized();
+    if let Ok(mut r) = references.lock() {
+        r.insert(scenario.clone(), result.clone());
+    }
+    result
+}

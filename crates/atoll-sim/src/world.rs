@@ -1,0 +1,831 @@
+//! The simulated ClusterSet: the apiservers, each member's replicas and what the faults
+//! currently do to them, the clock, and the writer that carries out a replica's step.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use atoll_api::keys::ObjectKey;
+use atoll_core::leader::{Observed as LeaseSeen, Step as ElectionStep, Timings};
+use atoll_core::reconciler::{Answer, HubWriteResult, Outcome, Step, Tick};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::apiserver::{Apis, ElectionLease, Member};
+use crate::invariants::{Checks, WriteKind};
+use crate::member::MemberState;
+use crate::replica::{Replica, Rhythm, Which};
+use crate::scenario::{self, Scenario};
+
+/// Shortest time left of a leadership in which a write still starts (as the agent's fence).
+const MIN_BUDGET: Duration = Duration::from_millis(100);
+
+/// Whether to print what a schedule does (SIM_TRACE=1, with SIM_SCHEDULE).
+pub fn tracing() -> bool {
+    std::env::var_os("SIM_TRACE").is_some()
+}
+
+/// The simulated ClusterSet.
+#[derive(Debug)]
+pub struct World {
+    pub apis: Apis,
+    pub members: Vec<MemberState>,
+    pub scenario: Scenario,
+    pub timings: Timings,
+    start: Instant,
+    pub elapsed: Duration,
+    pub checks: Checks,
+    replica_counter: u32,
+    /// Services planned, and full passes, so far (what the simulation costs).
+    pub planned: u64,
+    pub full_passes: u64,
+    /// Quanta of regular operation so far.
+    pub quanta: u64,
+    /// When every watch last received everything.
+    pub caught_up: Duration,
+}
+
+fn wall_at(elapsed: Duration, skew: Duration, ahead: bool) -> Time {
+    let base: i64 = 1_800_000_000_000;
+    let offset = i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX);
+    let skew = i64::try_from(skew.as_millis()).unwrap_or(0) * if ahead { 1 } else { -1 };
+    Time(Timestamp::from_millisecond(base + offset + skew).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+impl World {
+    /// Members named after `rhythms`' keys, each with `replicas` agent replicas.
+    pub fn new(rhythms: &[(&str, Rhythm)], replicas: usize, timings: Timings) -> Self {
+        let start = Instant::now();
+        let mut apis = Apis::default();
+        let now = wall_at(Duration::ZERO, Duration::ZERO, true);
+        for (i, (name, _)) in rhythms.iter().enumerate() {
+            let index = u32::try_from(i + 1).unwrap_or(1);
+            apis.members
+                .insert((*name).to_owned(), Member::new(index, &now));
+        }
+        let mut world = Self {
+            apis,
+            members: Vec::new(),
+            scenario: Scenario::default(),
+            timings,
+            start,
+            elapsed: Duration::ZERO,
+            checks: Checks::default(),
+            replica_counter: 0,
+            planned: 0,
+            full_passes: 0,
+            quanta: 0,
+            caught_up: Duration::ZERO,
+        };
+        for (name, rhythm) in rhythms {
+            world.members.push(MemberState {
+                name: (*name).to_owned(),
+                rhythm: *rhythm,
+                replicas: Vec::new(),
+                partitioned: false,
+                reconnected_at: None,
+                failing_writes: 0,
+                fail_code: 0,
+                skew: Duration::ZERO,
+                skew_ahead: true,
+                write_latency: Duration::ZERO,
+                last_beat: None,
+                disturbed_at: start,
+            });
+        }
+        for m in 0..world.members.len() {
+            for _ in 0..replicas {
+                world.start_replica(m);
+            }
+        }
+        world
+    }
+
+    pub fn now(&self) -> Instant {
+        self.start + self.elapsed
+    }
+
+    /// The wall clock of member `m`.
+    pub fn wall(&self, m: usize) -> Time {
+        let s = &self.members[m];
+        wall_at(self.elapsed, s.skew, s.skew_ahead)
+    }
+
+    pub fn advance(&mut self, by: Duration) {
+        self.elapsed += by;
+    }
+
+    /// A new replica of member `m` (a start, or a restart after a crash).
+    pub fn start_replica(&mut self, m: usize) {
+        self.replica_counter += 1;
+        let identity = format!("{}-r{}", self.members[m].name, self.replica_counter);
+        let (now, wall) = (self.now(), self.wall(m));
+        let name = self.members[m].name.clone();
+        let rhythm = self.members[m].rhythm;
+        let replica = Replica::start(
+            identity,
+            &name,
+            rhythm,
+            self.timings,
+            (&self.apis.members[&name], &self.apis.hub),
+            (now, &wall),
+        );
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!(
+                "{:>6.2} s  start {} kept={:?}",
+                self.elapsed.as_secs_f64(),
+                replica.identity,
+                self.apis.members[&name].kept
+            );
+        }
+        self.members[m].replicas.push(replica);
+        self.members[m].disturbed_at = now;
+    }
+
+    /// Member `m`'s replica `r` crashes (its process and memory are gone).
+    pub fn crash(&mut self, m: usize, r: usize) {
+        if tracing() && r < self.members[m].replicas.len() {
+            eprintln!(
+                "{:>6.2} s  crash {}",
+                self.elapsed.as_secs_f64(),
+                self.members[m].replicas[r].identity
+            );
+        }
+        if r < self.members[m].replicas.len() {
+            self.members[m].replicas.remove(r);
+            self.members[m].disturbed_at = self.now();
+        }
+    }
+
+    /// Exports, unexports or changes an endpoint, as a user would.
+    pub fn export(&mut self, m: usize, service: &str, octet: u8) {
+        let now = self.wall(m);
+        let name = self.members[m].name.clone();
+        if let Some(member) = self.apis.members.get_mut(&name) {
+            scenario::export(member, service, octet, &now);
+        }
+        let exports = self.scenario.exports.entry(name.clone()).or_default();
+        if !exports.contains_key(service) {
+            self.checks
+                .exported(&name, service, self.start + self.elapsed);
+        }
+        exports.insert(service.to_owned(), octet);
+    }
+
+    pub fn unexport(&mut self, m: usize, service: &str) {
+        let name = self.members[m].name.clone();
+        if let Some(member) = self.apis.members.get_mut(&name) {
+            scenario::unexport(member, service);
+        }
+        if let Some(e) = self.scenario.exports.get_mut(&name) {
+            e.remove(service);
+        }
+        self.checks.unexported(&name, service);
+    }
+
+    /// Delivers watch events to replica `r` of member `m`: `count` changes of `which` (a hub
+    /// watch gets nothing while the member is partitioned), the last one again if `duplicate`.
+    pub fn deliver(&mut self, m: usize, r: usize, which: Which, count: usize, duplicate: bool) {
+        if which.on_hub() && self.members[m].partitioned {
+            return;
+        }
+        let name = &self.members[m].name;
+        let (Some(member), Some(replica)) = (
+            self.apis.members.get(name),
+            self.members[m].replicas.get_mut(r),
+        ) else {
+            return;
+        };
+        replica.deliver(which, count, duplicate, member, &self.apis.hub);
+    }
+
+    /// Every pending event to every replica that can receive it.
+    pub fn deliver_all(&mut self) {
+        for m in 0..self.members.len() {
+            for r in 0..self.members[m].replicas.len() {
+                for which in Which::ALL {
+                    self.deliver(m, r, which, usize::MAX, false);
+                }
+            }
+        }
+    }
+
+    /// A watch of replica `r` relists (410 Gone).
+    pub fn relist(&mut self, m: usize, r: usize, which: Which) {
+        if which.on_hub() && self.members[m].partitioned {
+            return;
+        }
+        let name = &self.members[m].name;
+        let (Some(member), Some(replica)) = (
+            self.apis.members.get(name),
+            self.members[m].replicas.get_mut(r),
+        ) else {
+            return;
+        };
+        replica.relist(which, member, &self.apis.hub);
+    }
+
+    /// Whether replica `r` of member `m` is due to step: it has marks waiting, or a deadline
+    /// it named has passed, or it has not stepped for `max_idle`.
+    pub fn due(&self, m: usize, r: usize, max_idle: Duration) -> bool {
+        let now = self.now();
+        let Some(replica) = self.members[m].replicas.get(r) else {
+            return false;
+        };
+        let Some(reconciler) = &replica.reconciler else {
+            return false;
+        };
+        let Some(last) = replica.last_step else {
+            return true;
+        };
+        let since = now.saturating_duration_since(last);
+        replica.woken
+            || reconciler.ready()
+            || reconciler.next_wake(last).is_some_and(|w| w <= since)
+            || since >= max_idle
+    }
+
+    /// One turn of replica `r` of member `m`: its election, then a step of its reconciler,
+    /// carried out by the simulated writer when it leads.
+    pub fn run(&mut self, m: usize, r: usize) {
+        if r >= self.members[m].replicas.len() {
+            return;
+        }
+        self.elect(m, r);
+        let now = self.now();
+        let wall = self.wall(m);
+        let leading = self.fence(m, r).is_some();
+        let kept = self.apis.members[&self.members[m].name]
+            .kept
+            .as_deref()
+            .and_then(atoll_core::liveness::Persisted::parse);
+        let replica = &mut self.members[m].replicas[r];
+        let (observed, leases) = replica.observed();
+        let Some(reconciler) = replica.reconciler.as_mut() else {
+            return;
+        };
+        let tick = Tick {
+            now,
+            wall: wall.clone(),
+            leading,
+        };
+        // As the agent: a new leader first reads what its predecessor kept.
+        if reconciler.gains_leadership(&tick)
+            && let Some(kept) = kept
+        {
+            reconciler.adopt(&kept);
+        }
+        let step = reconciler.step(&tick, observed, &leases);
+        replica.last_step = Some(now);
+        replica.woken = false;
+        self.planned += step.services as u64;
+        if step.scope.is_none() {
+            self.full_passes += 1;
+        }
+        // Blind, or just seeing again (which restarts every cluster's clock in full).
+        if step.liveness.blind || step.news.blind == Some(false) {
+            self.members[m].disturbed_at = now;
+        }
+        let importer = self.members[m].name.clone();
+        if std::env::var_os("SIM_TRACE").is_some()
+            && step.lead
+            && (step.plan.writes() > 0 || step.news != Default::default())
+        {
+            eprintln!(
+                "{:>6.2} s  {} ({}) writes {} {:?} withdrawn={:?} stale={:?} pinned={:?} blind={}",
+                self.elapsed.as_secs_f64(),
+                importer,
+                self.members[m].replicas[r].identity,
+                step.plan.writes(),
+                step.news,
+                step.liveness.withdrawn.keys().collect::<Vec<_>>(),
+                step.liveness.stale.keys().collect::<Vec<_>>(),
+                step.liveness.pinned,
+                step.liveness.blind,
+            );
+        }
+        if step.lead {
+            self.checks.news(&importer, &step.news, now);
+            let before = self.elapsed;
+            let outcome = self.execute(m, r, &step);
+            // Slow writes moved the one clock of the simulation: every other member was kept
+            // from stepping meanwhile (an artefact of running them one after another), so none
+            // is held to a deadline that fell in that time.
+            if self.elapsed > before + Duration::from_millis(100) {
+                let now = self.now();
+                for (i, other) in self.members.iter_mut().enumerate() {
+                    if i != m {
+                        other.disturbed_at = now;
+                    }
+                }
+            }
+            let now = self.now();
+            if let Some(reconciler) = self.members[m]
+                .replicas
+                .get_mut(r)
+                .and_then(|x| x.reconciler.as_mut())
+            {
+                reconciler.outcome(outcome, now);
+            }
+        }
+    }
+
+    /// The election: the replica reads its member's Lease and writes it when it creates,
+    /// acquires or renews it.
+    fn elect(&mut self, m: usize, r: usize) {
+        let now = self.now();
+        let name = self.members[m].name.clone();
+        let Some(member) = self.apis.members.get_mut(&name) else {
+            return;
+        };
+        let replica = &mut self.members[m].replicas[r];
+        let seen = member.election.as_ref().map(|l| LeaseSeen {
+            holder: l.holder.clone(),
+            renew_time: Some(l.renewals.to_string()),
+            duration_seconds: Some(l.duration_seconds),
+            transitions: l.transitions,
+        });
+        let step = replica.elector.decide(now, seen.as_ref());
+        let duration = i32::try_from(self.timings.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let holder = Some(replica.identity.clone());
+        match step {
+            ElectionStep::Follow { .. } => {}
+            ElectionStep::Create => {
+                member.election = Some(ElectionLease {
+                    holder,
+                    renewals: 1,
+                    duration_seconds: duration,
+                    transitions: 0,
+                    version: 1,
+                });
+                replica.elector.wrote(now);
+            }
+            ElectionStep::Acquire { transitions } => {
+                let lease = member.election.get_or_insert_with(ElectionLease::default);
+                lease.holder = holder;
+                lease.renewals += 1;
+                lease.transitions = transitions;
+                lease.duration_seconds = duration;
+                lease.version += 1;
+                replica.elector.wrote(now);
+            }
+            ElectionStep::Renew => {
+                let lease = member.election.get_or_insert_with(ElectionLease::default);
+                lease.renewals += 1;
+                lease.version += 1;
+                replica.elector.wrote(now);
+            }
+        }
+    }
+
+    /// What is left of replica `r`'s leadership now, if a write may start (the agent's fence).
+    fn fence(&self, m: usize, r: usize) -> Option<Duration> {
+        let now = self.now();
+        let replica = self.members[m].replicas.get(r)?;
+        replica.reconciler.as_ref()?;
+        if !replica.elector.leading(now) {
+            return None;
+        }
+        let left = replica.elector.lapses_at()?.saturating_duration_since(now);
+        (left >= MIN_BUDGET).then_some(left)
+    }
+
+    /// One write of replica `r`: fenced, maybe failed by a fault, taking the member's write
+    /// latency; `Err` with an HTTP status (0: no answer) when it did not happen.
+    fn write(&mut self, m: usize, r: usize, to_hub: bool) -> Result<(), u16> {
+        if self.fence(m, r).is_none() {
+            return Err(0);
+        }
+        let latency = self.members[m].write_latency;
+        self.advance(latency);
+        // Two writers at once: any other replica of the member that leads now.
+        let now = self.now();
+        let others = self.members[m]
+            .replicas
+            .iter()
+            .enumerate()
+            .filter(|(i, x)| *i != r && x.reconciler.is_some() && x.elector.leading(now))
+            .count();
+        if others > 0 {
+            self.checks.violate(
+                3,
+                format!("{}: two replicas write at once", self.members[m].name),
+            );
+        }
+        let state = &mut self.members[m];
+        if to_hub && state.partitioned {
+            return Err(0);
+        }
+        if state.failing_writes > 0 {
+            state.failing_writes -= 1;
+            state.disturbed_at = now;
+            return Err(state.fail_code);
+        }
+        Ok(())
+    }
+
+    /// Carries out `step` of replica `r` of member `m` as the agent's writer does.
+    fn execute(&mut self, m: usize, r: usize, step: &Step) -> Outcome {
+        let name = self.members[m].name.clone();
+        let mut outcome = Outcome::default();
+        let plan = &step.plan;
+        let refused = |code: u16| atoll_core::plan::Refusal {
+            code,
+            message: format!("simulated refusal {code}"),
+        };
+        // Hub writes.
+        for record in &plan.hub.apply_records {
+            let key = ObjectKey::of(&record.metadata);
+            let result = self.write(m, r, true);
+            outcome.hub.push(HubWriteResult {
+                name: atoll_core::liveness::record_claim_name(&key.name),
+                apply: true,
+                answer: result.map_or_else(Answer::of_status, |()| Answer::Done),
+            });
+            match result {
+                Ok(()) => {
+                    let now = self.wall(m);
+                    let hub = &mut self.apis.hub;
+                    hub.records
+                        .put(record.clone(), &mut hub.counters, &now, |_, _| {});
+                    self.checks.wrote(&name, WriteKind::Hub, self.now());
+                }
+                Err(code) => {
+                    outcome.errors += 1;
+                    outcome
+                        .feedback
+                        .publish_failures
+                        .insert(atoll_core::keys::of_record(record), refused(code));
+                }
+            }
+        }
+        for copy in &plan.hub.apply_slices {
+            let key = ObjectKey::of(&copy.metadata);
+            let poisoned = self
+                .scenario
+                .refused
+                .contains(&(name.clone(), copy.spec.service.clone()));
+            // A copy the hub refuses for good is answered 422 (its name too long, say).
+            let refusal = if poisoned { Err(422) } else { Ok(()) };
+            let result = self.write(m, r, true).and(refusal);
+            outcome.hub.push(HubWriteResult {
+                name: atoll_core::liveness::copy_claim_name(&key.name),
+                apply: true,
+                answer: result.map_or_else(Answer::of_status, |()| Answer::Done),
+            });
+            match result {
+                Ok(()) => {
+                    let now = self.wall(m);
+                    let hub = &mut self.apis.hub;
+                    hub.copies
+                        .put(copy.clone(), &mut hub.counters, &now, |_, _| {});
+                    self.checks.wrote(&name, WriteKind::Hub, self.now());
+                }
+                Err(code) => {
+                    outcome.errors += 1;
+                    outcome.feedback.copy_failures.insert(
+                        atoll_core::keys::of_copy(copy),
+                        (key.name.clone(), refused(code)),
+                    );
+                }
+            }
+        }
+        for key in &plan.hub.delete_records {
+            let written = self.write(m, r, true);
+            let ok = written.is_ok();
+            if ok {
+                let hub = &mut self.apis.hub;
+                hub.records.delete(key, &mut hub.counters);
+            } else {
+                outcome.errors += 1;
+            }
+            outcome.hub.push(HubWriteResult {
+                name: atoll_core::liveness::record_claim_name(&key.name),
+                apply: false,
+                answer: written.map_or_else(Answer::of_status, |()| Answer::Done),
+            });
+        }
+        for key in &plan.hub.delete_slices {
+            let written = self.write(m, r, true);
+            let ok = written.is_ok();
+            if ok {
+                let hub = &mut self.apis.hub;
+                hub.copies.delete(key, &mut hub.counters);
+            } else {
+                outcome.errors += 1;
+            }
+            outcome.hub.push(HubWriteResult {
+                name: atoll_core::liveness::copy_claim_name(&key.name),
+                apply: false,
+                answer: written.map_or_else(Answer::of_status, |()| Answer::Done),
+            });
+        }
+        // Member writes: derived Services, imports then statuses, slices, deletions.
+        let w = &plan.member;
+        for service in &w.apply_derived {
+            match self.write(m, r, false) {
+                Ok(()) => {
+                    let now = self.wall(m);
+                    if let Some(member) = self.apis.members.get_mut(&name) {
+                        member.apply_service(service.clone(), &now);
+                    }
+                    self.checks.wrote(&name, WriteKind::Member, self.now());
+                }
+                Err(code) => {
+                    outcome.errors += 1;
+                    let imported = service
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(atoll_api::labels::SERVICE_NAME))
+                        .cloned()
+                        .unwrap_or_default();
+                    outcome.feedback.derived_failures.insert(
+                        atoll_api::keys::ServiceKey::new(scenario::NAMESPACE, &imported),
+                        refused(code),
+                    );
+                }
+            }
+        }
+        for apply in &w.apply_imports {
+            match self.write(m, r, false) {
+                Ok(()) => {
+                    let now = self.wall(m);
+                    if let Some(member) = self.apis.members.get_mut(&name) {
+                        let key = ObjectKey::of(&apply.object.metadata);
+                        let existed = member.imports.get(&key).is_some();
+                        member.apply_import(apply.object.clone(), &now);
+                        if !existed {
+                            self.checks
+                                .created(&name, "ServiceImport", &key.name, self.now());
+                        }
+                    }
+                    self.checks.wrote(&name, WriteKind::Member, self.now());
+                }
+                Err(_) => outcome.errors += 1,
+            }
+        }
+        for status in &w.import_statuses {
+            match self.write(m, r, false) {
+                Ok(()) => {
+                    let now = self.wall(m);
+                    if let Some(member) = self.apis.members.get_mut(&name) {
+                        member.import_status(&status.key, status.status.clone(), &now);
+                    }
+                    self.checks.wrote(&name, WriteKind::Member, self.now());
+                }
+                Err(_) => outcome.errors += 1,
+            }
+        }
+        for slice in &w.apply_slices {
+            match self.write(m, r, false) {
+                Ok(()) => {
+                    let now = self.wall(m);
+                    let source = slice
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(atoll_api::labels::SOURCE_CLUSTER))
+                        .cloned()
+                        .unwrap_or_default();
+                    self.checks.slice_written(&name, &source, self.now());
+                    if let Some(member) = self.apis.members.get_mut(&name) {
+                        member
+                            .slices
+                            .put(slice.clone(), &mut member.counters, &now, |_, _| {});
+                    }
+                    self.checks.wrote(&name, WriteKind::Member, self.now());
+                }
+                Err(_) => outcome.errors += 1,
+            }
+        }
+        let deletions: Vec<(&str, &ObjectKey)> = w
+            .delete_imports
+            .iter()
+            .map(|k| ("ServiceImport", k))
+            .chain(w.delete_derived.iter().map(|k| ("Service", k)))
+            .chain(w.delete_slices.iter().map(|k| ("EndpointSlice", k)))
+            .collect();
+        for (kind, key) in deletions {
+            match self.write(m, r, false) {
+                Ok(()) => {
+                    let (service, source) = self.deleted(&name, kind, key).unwrap_or_default();
+                    let now = self.now();
+                    let source = (kind == "EndpointSlice").then_some(source.as_str());
+                    self.checks.deleted(
+                        &name,
+                        kind,
+                        &key.name,
+                        Some(service.as_str()).filter(|s| !s.is_empty()),
+                        source,
+                        now,
+                        &self.members,
+                    );
+                    self.checks.wrote(&name, WriteKind::Member, now);
+                }
+                Err(_) => outcome.errors += 1,
+            }
+        }
+        for status in &plan.export_statuses {
+            match self.write(m, r, false) {
+                Ok(()) => {
+                    let now = self.wall(m);
+                    if let Some(member) = self.apis.members.get_mut(&name) {
+                        member.export_conditions(&status.key, status.conditions.clone(), &now);
+                    }
+                    self.checks.wrote(&name, WriteKind::Member, self.now());
+                }
+                Err(_) => outcome.errors += 1,
+            }
+        }
+        // The heartbeat, after the hub writes it claims.
+        if let Some(renewal) = &step.renewal {
+            let ok = self.write(m, r, true).is_ok();
+            if ok {
+                let wall = self.wall(m);
+                let rhythm = self.members[m].rhythm;
+                let lease = atoll_core::reconciler::heartbeat_lease(
+                    &name,
+                    renewal,
+                    rhythm.interval,
+                    rhythm.grace,
+                    &wall,
+                    "",
+                );
+                if let Ok(lease) = serde_json::from_value(lease) {
+                    let hub = &mut self.apis.hub;
+                    hub.leases.put(lease, &mut hub.counters, &wall, |_, _| {});
+                    self.members[m].last_beat = Some(self.now());
+                    self.checks.beat(&name, self.now());
+                    if tracing() {
+                        eprintln!(
+                            "{:>6.2} s  {name} beats {} epoch {}",
+                            self.elapsed.as_secs_f64(),
+                            renewal.beat,
+                            renewal.claim.epoch
+                        );
+                    }
+                }
+            }
+            outcome.renewal = Some(ok);
+        }
+        if let Some(kept) = &step.keep {
+            let ok = self.write(m, r, false).is_ok();
+            if std::env::var_os("SIM_TRACE").is_some() {
+                eprintln!(
+                    "{:>6.2} s  {} keeps ok={ok} {}",
+                    self.elapsed.as_secs_f64(),
+                    name,
+                    kept.encode()
+                );
+            }
+            if ok {
+                if let Some(member) = self.apis.members.get_mut(&name) {
+                    member.kept = Some(kept.encode());
+                }
+                self.checks.wrote(&name, WriteKind::Kept, self.now());
+            }
+            outcome.kept = Some(ok);
+        }
+        outcome
+    }
+
+    /// Deletes a member object; returns the service it belonged to and, for an MCS slice, its
+    /// source cluster.
+    fn deleted(&mut self, member: &str, kind: &str, key: &ObjectKey) -> Option<(String, String)> {
+        let m = self.apis.members.get_mut(member)?;
+        let label = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, l: &str| {
+            meta.labels
+                .as_ref()
+                .and_then(|labels| labels.get(l))
+                .cloned()
+                .unwrap_or_default()
+        };
+        match kind {
+            "ServiceImport" => m
+                .imports
+                .delete(key, &mut m.counters)
+                .map(|_| (key.name.clone(), String::new())),
+            "Service" => m.services.delete(key, &mut m.counters).map(|s| {
+                (
+                    label(&s.metadata, atoll_api::labels::SERVICE_NAME),
+                    String::new(),
+                )
+            }),
+            _ => m.slices.delete(key, &mut m.counters).map(|s| {
+                (
+                    label(&s.metadata, atoll_api::labels::SERVICE_NAME),
+                    label(&s.metadata, atoll_api::labels::SOURCE_CLUSTER),
+                )
+            }),
+        }
+    }
+
+    /// Each member's MCS slices' source clusters.
+    pub fn slice_sources(&self) -> BTreeMap<String, Vec<String>> {
+        self.apis
+            .members
+            .iter()
+            .map(|(name, member)| {
+                let sources = member
+                    .slices
+                    .all()
+                    .filter_map(|s| {
+                        s.metadata
+                            .labels
+                            .as_ref()?
+                            .get(atoll_api::labels::SOURCE_CLUSTER)
+                            .cloned()
+                    })
+                    .collect();
+                (name.clone(), sources)
+            })
+            .collect()
+    }
+
+    /// A member none of whose replicas leads cannot act: it counts as disturbed (an importer
+    /// without a leader withdraws nothing, an exporter without one publishes nothing).
+    pub fn note_leaderless(&mut self) {
+        let now = self.now();
+        for member in &mut self.members {
+            let leads = member
+                .replicas
+                .iter()
+                .any(|r| r.reconciler.is_some() && r.elector.leading(now));
+            if !leads {
+                member.disturbed_at = now;
+            }
+        }
+    }
+
+    /// When the schedule began.
+    pub fn origin(&self) -> Instant {
+        self.start
+    }
+
+    /// Member states, for comparison: imports, MCS slices (source and endpoints), export
+    /// conditions (type, status, reason); nothing the apiserver allocates.
+    pub fn normalized(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out = BTreeMap::new();
+        for (name, member) in &self.apis.members {
+            let mut lines = Vec::new();
+            for import in member.imports.all() {
+                let (kind, ports) = import
+                    .spec
+                    .as_ref()
+                    .map(|s| (format!("{:?}", s.type_), s.ports.len()))
+                    .unwrap_or_default();
+                let status = import.status.clone().unwrap_or_default();
+                let mut sources: Vec<String> =
+                    status.clusters.iter().map(|c| c.cluster.clone()).collect();
+                sources.sort();
+                lines.push(format!(
+                    "import {} {kind} ports={ports} from={}",
+                    import.metadata.name.as_deref().unwrap_or_default(),
+                    sources.join(",")
+                ));
+            }
+            for slice in member.slices.all() {
+                let labels = slice.metadata.labels.clone().unwrap_or_default();
+                if labels
+                    .get(atoll_api::labels::ENDPOINTSLICE_MANAGED_BY)
+                    .map(String::as_str)
+                    != Some(atoll_api::labels::ATOLL_ENDPOINTSLICE_MANAGER)
+                {
+                    continue;
+                }
+                let mut addresses: Vec<String> = slice
+                    .endpoints
+                    .iter()
+                    .flat_map(|e| e.addresses.clone())
+                    .collect();
+                addresses.sort();
+                lines.push(format!(
+                    "slice {} {}",
+                    slice.metadata.name.as_deref().unwrap_or_default(),
+                    addresses.join(",")
+                ));
+            }
+            for export in member.exports.all() {
+                let mut conditions: Vec<String> = export
+                    .status
+                    .as_ref()
+                    .map(|s| {
+                        s.conditions
+                            .iter()
+                            .map(|c| format!("{}={:?}/{}", c.type_, c.status, c.reason))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                conditions.sort();
+                lines.push(format!(
+                    "export {} {}",
+                    export.metadata.name.as_deref().unwrap_or_default(),
+                    conditions.join(" ")
+                ));
+            }
+            lines.sort();
+            out.insert(name.clone(), lines);
+        }
+        out
+    }
+}

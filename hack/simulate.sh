@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The deterministic fault simulation (crates/atoll-sim): SIM_SCHEDULES schedules (default
+# 10,000) from SIM_SEED (default: the clock, printed), or one schedule SIM_SCHEDULE (a seed a
+# failing run printed; SIM_TRACE=1 prints what it does). Its last line is
+# `simulation: N schedules, M invariant violations (seed S)`; it exits 1 on any violation.
+# With ATOLL_RESULTS set (make test), it leaves one record for the totals.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$REPO_DIR"
+SUITE=simulation
+cargo build --locked --release -p atoll-sim
+status=0
+out=$("$REPO_DIR/target/release/atoll-sim" | tee /dev/stderr) || status=$?
+summary=$(tail -n 1 <<<"$out")
+if [ "$status" -eq 0 ]; then record_result ok "$summary"; else record_result failed "$summary"; fi
+exit "$status"
