@@ -12,5 +12,6 @@ cargo build --locked --release -p atoll-sim
 status=0
 out=$("$REPO_DIR/target/release/atoll-sim" | tee /dev/stderr) || status=$?
 summary=$(tail -n 1 <<<"$out")
+summary=${summary#simulation: }
 if [ "$status" -eq 0 ]; then record_result ok "$summary"; else record_result failed "$summary"; fi
 exit "$status"
