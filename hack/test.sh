@@ -46,8 +46,9 @@ trap '"$HACK_DIR/env-down.sh"' EXIT
 log "Helm chart: server-side dry-run on the local apiservers, CRD no-downgrade rule"
 "$HACK_DIR/chart.sh" dry-run 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
 # End-to-end tests that stop parts of the ClusterSet (agents, a control plane) run last, after
-# the upstream suite: a restarted kwok control plane takes minutes to schedule pods again.
-disruptive=(restart failsafe failover membership liveness hostile faults)
+# the upstream suite: a restarted kwok control plane takes minutes to schedule pods again. So
+# liveness (whose dead-cluster test restarts c2's) is the very last: faults exports from c2.
+disruptive=(restart failsafe failover membership hostile faults liveness)
 gentle=()
 for t in crates/atoll-e2e/tests/*.rs; do
   t=$(basename "$t" .rs)

@@ -16,7 +16,7 @@ use atoll_core::plan::{Observed, scope};
 use atoll_watch::Readiness;
 use futures::FutureExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::runtime::reflector::Store;
@@ -58,6 +58,9 @@ pub struct Stores {
     pub service_cidrs: Option<Store<ServiceCIDR>>,
     /// Ranges the operator denies for other members' endpoints.
     pub denied_cidrs: Vec<atoll_core::validate::Cidr>,
+    /// Member: its Nodes, only their names and addresses kept (other members' endpoints at
+    /// those addresses are refused).
+    pub nodes: Store<Node>,
 }
 
 impl Debug for Stores {
@@ -157,6 +160,15 @@ impl Stores {
                 .service_cidrs
                 .then(|| watch(m, WATCH_SERVICE_CIDRS, all(), dirty::everything(d()))),
             denied_cidrs: ranges.denied,
+            // Node status changes often; the reconciler re-plans everything only when the set
+            // of addresses changes.
+            nodes: atoll_watch::reflect_with(
+                Api::all(m.clone()),
+                all(),
+                WATCH_NODES,
+                keep_name_and_addresses,
+                dirty::wake_only(d()),
+            ),
             profile: profile.map(|key| {
                 atoll_watch::reflect_with(
                     Api::namespaced(h.clone(), &key.namespace),
@@ -191,6 +203,9 @@ impl Stores {
                 .map(Store::state)
                 .unwrap_or_default(),
             denied_cidrs: self.denied_cidrs.clone(),
+            node_addresses: atoll_core::validate::node_addresses(
+                self.nodes.state().iter().map(|n| n.as_ref()),
+            ),
         }
     }
 
@@ -214,6 +229,7 @@ impl Stores {
             (WATCH_POLICIES, self.policies.wait_until_ready().boxed()),
             (WATCH_LEASES, self.leases.wait_until_ready().boxed()),
             (WATCH_PROPERTIES, self.properties.wait_until_ready().boxed()),
+            (WATCH_NODES, self.nodes.wait_until_ready().boxed()),
         ];
         if let Some(profile) = &self.profile {
             readiness.wait_for(WATCH_PROFILE);
@@ -251,7 +267,7 @@ pub struct WatchEnded {
 }
 
 /// Every watch, by the name logs and `/readyz` show.
-pub const WATCHES: [&str; 11] = [
+pub const WATCHES: [&str; 12] = [
     WATCH_EXPORTS,
     WATCH_SERVICES,
     WATCH_SERVICE_SLICES,
@@ -263,6 +279,7 @@ pub const WATCHES: [&str; 11] = [
     WATCH_POLICIES,
     WATCH_PROPERTIES,
     WATCH_LEASES,
+    WATCH_NODES,
 ];
 
 // Names of the watches, as logs and `/readyz` show them.
@@ -279,6 +296,22 @@ const WATCH_LEASES: &str = "hub heartbeat Leases";
 const WATCH_PROPERTIES: &str = "member ClusterProperties";
 const WATCH_PROFILE: &str = "hub ClusterProfile";
 const WATCH_SERVICE_CIDRS: &str = "member ServiceCIDRs";
+const WATCH_NODES: &str = "member Nodes";
+
+/// Of a Node, only what the importer needs: its name and its addresses (a Node's status holds
+/// images, conditions and capacity; thousands of Nodes would otherwise cost megabytes).
+fn keep_name_and_addresses(node: &mut Node) {
+    let name = node.metadata.name.take();
+    let resource_version = node.metadata.resource_version.take();
+    let addresses = node.status.as_mut().and_then(|s| s.addresses.take());
+    *node = Node::default();
+    node.metadata.name = name;
+    node.metadata.resource_version = resource_version;
+    node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+        addresses,
+        ..Default::default()
+    });
+}
 
 /// The member's own address ranges an importer refuses for other members' endpoints.
 #[derive(Clone, Debug, Default)]

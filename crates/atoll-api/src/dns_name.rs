@@ -85,7 +85,7 @@ impl std::str::FromStr for DnsName {
 
 /// Letters, digits and hyphens, not starting or ending with a hyphen (length checked by the
 /// caller).
-fn is_host_label(label: &str) -> bool {
+pub fn is_host_label(label: &str) -> bool {
     let bytes = label.as_bytes();
     let alnum = |b: &u8| b.is_ascii_alphanumeric();
     match (bytes.first(), bytes.last()) {

@@ -108,7 +108,7 @@ mod tests {
         ));
         let policy = AddressPolicy {
             service_cidrs: vec!["10.1.0.0/16".parse().unwrap()],
-            denied: Vec::new(),
+            ..Default::default()
         };
         let limits = Limits {
             records: 0,

@@ -91,14 +91,7 @@ impl TryFrom<&str> for ClusterId {
 
 /// Whether `s` is a lowercase RFC-1123 label (length is checked by the caller).
 pub fn is_dns_label(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    match (bytes.first(), bytes.last()) {
-        (Some(first), Some(last)) => {
-            alnum(first) && alnum(last) && bytes.iter().all(|b| alnum(b) || *b == b'-')
-        }
-        _ => false,
-    }
+    !s.bytes().any(|b| b.is_ascii_uppercase()) && atoll_api::dns_name::is_host_label(s)
 }
 
 #[cfg(test)]

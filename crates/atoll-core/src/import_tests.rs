@@ -308,7 +308,7 @@ fn another_members_endpoints_in_this_clusters_service_cidr_are_dropped() {
     );
     let policy = AddressPolicy {
         service_cidrs: vec!["10.101.0.0/16".parse().unwrap()],
-        denied: Vec::new(),
+        ..Default::default()
     };
     let remote = EndpointCheck {
         policy: &policy,

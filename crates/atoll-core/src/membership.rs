@@ -473,6 +473,8 @@ pub fn member_objects(id: &ClusterId, clusterset: &str, kubeconfig: &str) -> Mem
                 rule(&[atoll_api::about::GROUP], &["clusterproperties"], READ),
                 // Its Service CIDRs: other members' endpoints there are refused.
                 rule(&["networking.k8s.io"], &["servicecidrs"], READ),
+                // Its Nodes' addresses: other members' endpoints there are refused.
+                rule(&[""], &["nodes"], READ),
                 rule(
                     &["", "events.k8s.io"],
                     &["events"],

@@ -16,58 +16,21 @@ use atoll_api::hub;
 use atoll_api::multicluster::export_condition as ec;
 
 use atoll_testing::mcs::{
-    HELLO_PORTS, import, import_snapshot, mcs_slices, settled_snapshot, wait_import_clusters,
+    HELLO_PORTS, export_condition, import, import_snapshot, settled_snapshot, slice_sources,
+    wait_import_clusters, wait_sources,
 };
 use atoll_testing::membership::kubectl;
 
-use atoll_api::v1beta1::ServiceExport;
 use atoll_testing::{ClusterSet, Member, Undo, agent_admin_port, fixtures, metric, wait_for};
 use k8s_openapi::api::core::v1::ResourceQuota;
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, ResourceExt};
 
 /// The grace `hack/agents.sh` gives the agents.
 const GRACE: Duration = Duration::from_secs(12);
 
-async fn slice_sources(member: &Member, ns: &str, name: &str) -> anyhow::Result<Vec<String>> {
-    let mut sources: Vec<String> = mcs_slices(member, ns, name)
-        .await?
-        .iter()
-        .filter_map(|s| s.labels().get(atoll_api::labels::SOURCE_CLUSTER).cloned())
-        .collect();
-    sources.sort();
-    sources.dedup();
-    Ok(sources)
-}
-
-async fn wait_sources(member: &Member, ns: &str, name: &str, want: &[&str]) -> anyhow::Result<()> {
-    wait_for(
-        &format!("slices of {ns}/{name} from {want:?} in {}", member.context),
-        Duration::from_secs(40),
-        || async {
-            let got = slice_sources(member, ns, name).await?;
-            Ok(if got == want { Ok(()) } else { Err(got) })
-        },
-    )
-    .await
-}
-
-/// The Ready condition of the ServiceExport `ns/name` in `member`.
-async fn ready(
-    member: &Member,
-    ns: &str,
-    name: &str,
-) -> anyhow::Result<Option<atoll_api::Condition>> {
-    let export = Api::<ServiceExport>::namespaced(member.client.clone(), ns)
-        .get(name)
-        .await?;
-    Ok(export
-        .status
-        .map(|s| s.conditions)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.type_ == ec::READY))
-}
+/// How long slices may take to reach an importer.
+const WAIT: Duration = Duration::from_secs(40);
 
 /// A Deployment, its Service and its export of `name` in `member`.
 async fn exported(member: &Member, ns: &str, name: &str) -> anyhow::Result<()> {
@@ -90,10 +53,10 @@ async fn a_restarted_importer_does_not_bring_back_a_cluster_it_withdrew() -> any
     let (c2, c3) = (&set.members[1], &set.members[2]);
     exported(c2, &ns.name, "both").await?;
     exported(c3, &ns.name, "both").await?;
-    wait_sources(c3, &ns.name, "both", &["c2", "c3"]).await?;
+    wait_sources(c3, &ns.name, "both", &["c2", "c3"], WAIT).await?;
 
     fixtures::agents("stop", &["c2"])?;
-    wait_sources(c3, &ns.name, "both", &["c3"]).await?;
+    wait_sources(c3, &ns.name, "both", &["c3"], WAIT).await?;
     // c3's agent restarts (a helm upgrade, a drained node) while c2 is still dead: c2's
     // endpoints must not come back, not even for a moment.
     fixtures::agents("restart", &["c3"])?;
@@ -110,7 +73,7 @@ async fn a_restarted_importer_does_not_bring_back_a_cluster_it_withdrew() -> any
     }
     eprintln!("restart during an outage: c2 stayed withdrawn for {GRACE:?} after c3's restart");
     fixtures::agents("start", &["c2"])?;
-    wait_sources(c3, &ns.name, "both", &["c2", "c3"]).await?;
+    wait_sources(c3, &ns.name, "both", &["c2", "c3"], WAIT).await?;
     ns.cleanup().await
 }
 
@@ -193,7 +156,7 @@ async fn a_hub_write_that_keeps_failing_is_reported_and_recovers_when_lifted() -
     let (c2, c3) = (&set.members[1], &set.members[2]);
     exported(c2, &ns.name, "first").await?;
     wait_import_clusters(c3, &ns.name, "first", 1).await?;
-    wait_sources(c3, &ns.name, "first", &["c2"]).await?;
+    wait_sources(c3, &ns.name, "first", &["c2"], WAIT).await?;
 
     // A quota on c2's hub namespace: no more endpoint copies than it has now.
     let hub_ns = hub::namespace_for("c2");
@@ -257,15 +220,17 @@ async fn a_hub_write_that_keeps_failing_is_reported_and_recovers_when_lifted() -
         "Ready=False on the second export",
         Duration::from_secs(40),
         || async {
-            Ok(match ready(c2, &ns.name, "second").await? {
-                Some(c)
-                    if c.status == atoll_api::ConditionStatus::False
-                        && c.message.contains("quota") =>
-                {
-                    Ok(c)
-                }
-                other => Err(format!("{other:?}")),
-            })
+            Ok(
+                match export_condition(c2, &ns.name, "second", ec::READY).await? {
+                    Some(c)
+                        if c.status == atoll_api::ConditionStatus::False
+                            && c.message.contains("quota") =>
+                    {
+                        Ok(c)
+                    }
+                    other => Err(format!("{other:?}")),
+                },
+            )
         },
     )
     .await?;
@@ -304,14 +269,16 @@ async fn a_hub_write_that_keeps_failing_is_reported_and_recovers_when_lifted() -
         "Ready=True on the second export",
         Duration::from_secs(60),
         || async {
-            Ok(match ready(c2, &ns.name, "second").await? {
-                Some(c) if c.status == atoll_api::ConditionStatus::True => Ok(()),
-                other => Err(format!("{other:?}")),
-            })
+            Ok(
+                match export_condition(c2, &ns.name, "second", ec::READY).await? {
+                    Some(c) if c.status == atoll_api::ConditionStatus::True => Ok(()),
+                    other => Err(format!("{other:?}")),
+                },
+            )
         },
     )
     .await?;
-    wait_sources(c3, &ns.name, "second", &["c2"]).await?;
+    wait_sources(c3, &ns.name, "second", &["c2"], WAIT).await?;
     assert_eq!(
         metric(port, "atoll_agent_unpublishable_objects").await?,
         0.0

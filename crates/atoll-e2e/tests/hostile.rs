@@ -408,6 +408,89 @@ async fn endpoints_pointing_into_an_importer_are_dropped_one_by_one() -> anyhow:
     unchanged(&set, ns, "web", &before).await
 }
 
+/// A Node `name` in `member` whose InternalIP is `address` (no kwok annotation: kwok leaves it
+/// alone), deleted when the returned guard drops.
+async fn a_node_at(
+    set: &ClusterSet,
+    member: &Member,
+    name: &str,
+    address: &str,
+) -> anyhow::Result<impl Drop + use<>> {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes = Api::<Node>::all(member.client.clone());
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": { "name": name, "labels": { "atoll.dev/e2e": "hostile" } },
+    }))?;
+    nodes.create(&PostParams::default(), &node).await?;
+    let guard = {
+        let (set, context, name) = (set.clone(), member.context.clone(), name.to_owned());
+        Undo::new(move || {
+            let _ = atoll_testing::membership::kubectl(
+                &set,
+                &context,
+                &[
+                    "delete",
+                    "node",
+                    &name,
+                    "--ignore-not-found",
+                    "--wait=false",
+                ],
+            );
+        })
+    };
+    let status = serde_json::json!({
+        "status": { "addresses": [
+            { "type": "InternalIP", "address": address },
+            { "type": "Hostname", "address": name },
+        ] },
+    });
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(guard)
+}
+
+#[tokio::test]
+async fn an_endpoint_at_an_importers_node_address_is_dropped_there_only() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let (ns, member, _leave, before) = stage(&set, "hostile-node", "web").await?;
+
+    // c2 gets a Node at 10.251.0.7; the hostile member publishes that address and a fine one.
+    let node_name = format!("e2e-{}", ns.name);
+    let _node = a_node_at(&set, &set.members[1], &node_name, "10.251.0.7").await?;
+    publish(&member, &ns.name, "at-node", &["10.251.0.7", "10.250.0.9"]).await?;
+    // c2 refuses the address of its own Node; c1 and c3 (no such Node) take it.
+    for (i, m) in set.members.iter().enumerate() {
+        let want = if i == 1 { 1 } else { 2 };
+        let slices = wait_endpoints(m, &ns.name, "at-node", want).await?;
+        let addresses: Vec<String> = slices
+            .iter()
+            .flat_map(|s| s.endpoints.iter().flat_map(|e| e.addresses.clone()))
+            .collect();
+        assert_eq!(
+            addresses.iter().any(|a| a == "10.251.0.7"),
+            i != 1,
+            "{}: {addresses:?}",
+            m.context
+        );
+        assert!(addresses.iter().any(|a| a == "10.250.0.9"), "{addresses:?}");
+    }
+    wait_rejected(&set, &member.id, "endpoint", "node-address", |i| {
+        if i == 1 { 1.0 } else { 0.0 }
+    })
+    .await?;
+    wait_import_event(
+        &set.members[1],
+        &ns.name,
+        "at-node",
+        "HubEndpointsRejected",
+        &node_name,
+    )
+    .await?;
+    unchanged(&set, ns, "web", &before).await
+}
+
 #[tokio::test]
 async fn a_member_over_its_record_limit_loses_only_its_newest_records() -> anyhow::Result<()> {
     const LIMIT: usize = atoll_core::caps::Limits::DEFAULT_RECORDS;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use atoll_api::hub::{self, ExportedService};
 use atoll_testing::mcs::{
-    HELLO_PORTS, deploy_and_export, import, import_snapshot, mcs_slices, settled_snapshot,
-    wait_import_clusters,
+    HELLO_PORTS, deploy_and_export, import, import_snapshot, settled_snapshot, slice_sources,
+    wait_import_clusters, wait_sources,
 };
 use atoll_testing::membership::kubectl;
 use atoll_testing::{ClusterSet, Member, Undo, fixtures, wait_for};
@@ -21,39 +21,6 @@ use kube::{Api, ResourceExt};
 
 /// The grace `hack/agents.sh` gives the agents.
 const GRACE: Duration = Duration::from_secs(12);
-
-/// Source clusters of `ns/name`'s MCS slices in `member`.
-async fn slice_sources(member: &Member, ns: &str, name: &str) -> anyhow::Result<Vec<String>> {
-    let mut sources: Vec<String> = mcs_slices(member, ns, name)
-        .await?
-        .iter()
-        .filter_map(|s| s.labels().get(atoll_api::labels::SOURCE_CLUSTER).cloned())
-        .collect();
-    sources.sort();
-    sources.dedup();
-    Ok(sources)
-}
-
-/// Waits until `member` holds slices of `ns/name` from exactly `want`; returns how long it took.
-async fn wait_sources(
-    member: &Member,
-    ns: &str,
-    name: &str,
-    want: &[&str],
-    within: Duration,
-) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    wait_for(
-        &format!("slices of {ns}/{name} from {want:?} in {}", member.context),
-        within,
-        || async {
-            let got = slice_sources(member, ns, name).await?;
-            Ok(if got == want { Ok(()) } else { Err(got) })
-        },
-    )
-    .await?;
-    Ok(started.elapsed())
-}
 
 /// Waits until `member` has an Event with `reason` on the ServiceImport `ns/name`.
 async fn has_event(member: &Member, ns: &str, name: &str, reason: &str) -> anyhow::Result<bool> {

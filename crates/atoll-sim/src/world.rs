@@ -436,11 +436,11 @@ impl World {
         for record in &plan.hub.apply_records {
             let key = ObjectKey::of(&record.metadata);
             let result = self.write(m, r, true);
-            outcome.hub.push(HubWriteResult {
-                name: atoll_core::liveness::record_claim_name(&key.name),
-                apply: true,
-                answer: result.map_or_else(Answer::of_status, |()| Answer::Done),
-            });
+            outcome.hub.push(hub_result(
+                atoll_core::liveness::record_claim_name(&key.name),
+                true,
+                result,
+            ));
             match result {
                 Ok(()) => {
                     let now = self.wall(m);
@@ -467,11 +467,11 @@ impl World {
             // A copy the hub refuses for good is answered 422 (its name too long, say).
             let refusal = if poisoned { Err(422) } else { Ok(()) };
             let result = self.write(m, r, true).and(refusal);
-            outcome.hub.push(HubWriteResult {
-                name: atoll_core::liveness::copy_claim_name(&key.name),
-                apply: true,
-                answer: result.map_or_else(Answer::of_status, |()| Answer::Done),
-            });
+            outcome.hub.push(hub_result(
+                atoll_core::liveness::copy_claim_name(&key.name),
+                true,
+                result,
+            ));
             match result {
                 Ok(()) => {
                     let now = self.wall(m);
@@ -498,11 +498,11 @@ impl World {
             } else {
                 outcome.errors += 1;
             }
-            outcome.hub.push(HubWriteResult {
-                name: atoll_core::liveness::record_claim_name(&key.name),
-                apply: false,
-                answer: written.map_or_else(Answer::of_status, |()| Answer::Done),
-            });
+            outcome.hub.push(hub_result(
+                atoll_core::liveness::record_claim_name(&key.name),
+                false,
+                written,
+            ));
         }
         for key in &plan.hub.delete_slices {
             let written = self.write(m, r, true);
@@ -513,11 +513,11 @@ impl World {
             } else {
                 outcome.errors += 1;
             }
-            outcome.hub.push(HubWriteResult {
-                name: atoll_core::liveness::copy_claim_name(&key.name),
-                apply: false,
-                answer: written.map_or_else(Answer::of_status, |()| Answer::Done),
-            });
+            outcome.hub.push(hub_result(
+                atoll_core::liveness::copy_claim_name(&key.name),
+                false,
+                written,
+            ));
         }
         // Member writes: derived Services, imports then statuses, slices, deletions.
         let w = &plan.member;
@@ -827,5 +827,14 @@ impl World {
             out.insert(name.clone(), lines);
         }
         out
+    }
+}
+
+/// What the writer reports of one of the member's own hub writes.
+fn hub_result(name: String, apply: bool, written: Result<(), u16>) -> HubWriteResult {
+    HubWriteResult {
+        name,
+        apply,
+        answer: written.map_or_else(Answer::of_status, |()| Answer::Done),
     }
 }

@@ -44,19 +44,73 @@ pub async fn mcs_slices(
         .items)
 }
 
+/// Source clusters of `ns/name`'s MCS slices in `member`, sorted, each once.
+pub async fn slice_sources(member: &Member, ns: &str, name: &str) -> anyhow::Result<Vec<String>> {
+    let mut sources: Vec<String> = mcs_slices(member, ns, name)
+        .await?
+        .iter()
+        .filter_map(|s| s.labels().get(labels::SOURCE_CLUSTER).cloned())
+        .collect();
+    sources.sort();
+    sources.dedup();
+    Ok(sources)
+}
+
+/// Waits up to `within` until `member` holds slices of `ns/name` from exactly `want`; returns
+/// how long it took.
+pub async fn wait_sources(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    want: &[&str],
+    within: Duration,
+) -> anyhow::Result<Duration> {
+    let started = std::time::Instant::now();
+    wait_for(
+        &format!("slices of {ns}/{name} from {want:?} in {}", member.context),
+        within,
+        || async {
+            let got = slice_sources(member, ns, name).await?;
+            Ok(if got == want { Ok(()) } else { Err(got) })
+        },
+    )
+    .await?;
+    Ok(started.elapsed())
+}
+
+/// The conditions of the ServiceExport `ns/name` in `member`.
+async fn export_status_conditions(
+    member: &Member,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<atoll_api::Condition>> {
+    let export = Api::<ServiceExport>::namespaced(member.client.clone(), ns)
+        .get(name)
+        .await?;
+    Ok(export.status.map(|s| s.conditions).unwrap_or_default())
+}
+
+/// The condition `type_` of the ServiceExport `ns/name` in `member`.
+pub async fn export_condition(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    type_: &str,
+) -> anyhow::Result<Option<atoll_api::Condition>> {
+    Ok(export_status_conditions(member, ns, name)
+        .await?
+        .into_iter()
+        .find(|c| c.type_ == type_))
+}
+
 /// `type -> (status, reason)` of a ServiceExport's conditions.
 pub async fn export_conditions(
     member: &Member,
     ns: &str,
     name: &str,
 ) -> anyhow::Result<BTreeMap<String, (String, String)>> {
-    let export = Api::<ServiceExport>::namespaced(member.client.clone(), ns)
-        .get(name)
-        .await?;
-    Ok(export
-        .status
-        .map(|s| s.conditions)
-        .unwrap_or_default()
+    Ok(export_status_conditions(member, ns, name)
+        .await?
         .into_iter()
         .map(|c| (c.type_, (format!("{:?}", c.status), c.reason)))
         .collect())

@@ -77,6 +77,7 @@ fn address_policy(observed: &Observed) -> AddressPolicy {
     AddressPolicy {
         service_cidrs,
         denied: observed.denied_cidrs.clone(),
+        nodes: observed.node_addresses.clone(),
     }
 }
 

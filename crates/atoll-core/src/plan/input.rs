@@ -2,6 +2,7 @@
 //! previous pass's writes taught it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use atoll_api::about::v1beta1::ClusterProperty;
@@ -47,6 +48,9 @@ pub struct Observed {
     pub service_cidrs: Vec<Arc<ServiceCIDR>>,
     /// Ranges this member's operator denies for other members' endpoints (its nodes', say).
     pub denied_cidrs: Vec<Cidr>,
+    /// Member: its Nodes' addresses (InternalIP, ExternalIP) with the Node's name (another
+    /// member's endpoint there would send traffic to this cluster's own nodes).
+    pub node_addresses: BTreeMap<IpAddr, String>,
     /// Which source clusters are withdrawn or stale, from `crate::liveness::Tracker`.
     pub liveness: Liveness,
     /// The records and copies to import from, when they differ from what the hub holds now:

@@ -105,6 +105,7 @@ impl Observed {
             profiles: self.profiles.clone(),
             service_cidrs: self.service_cidrs.clone(),
             denied_cidrs: self.denied_cidrs.clone(),
+            node_addresses: self.node_addresses.clone(),
             liveness: self.liveness.clone(),
             sources: self.sources.as_ref().map(|s| Sources {
                 records: records(&s.records),

@@ -50,6 +50,19 @@ pub struct HeartbeatBook {
     block: Option<Block>,
     /// A block being reserved (its write not answered yet).
     reserving: Option<Block>,
+    /// Renewals refused or unanswered in a row, and when the last one was: the next is tried
+    /// after a delay that doubles from [`FIRST_RETRY`] up to the interval, not at every step
+    /// (an unreachable hub would otherwise be asked many times a second).
+    failed: Option<(u32, Instant)>,
+}
+
+/// How soon a renewal that failed once is tried again.
+pub const FIRST_RETRY: Duration = Duration::from_millis(250);
+
+/// The wait before retrying after `failures` failed renewals in a row.
+fn retry_after(failures: u32, interval: Duration) -> Duration {
+    let doubled = FIRST_RETRY.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    doubled.min(interval.max(FIRST_RETRY))
 }
 
 fn millis(wall: &Time) -> u64 {
@@ -102,6 +115,11 @@ impl HeartbeatBook {
         if on_time {
             return None;
         }
+        if let Some((failures, at)) = self.failed
+            && now.saturating_duration_since(at) < retry_after(failures, interval)
+        {
+            return None;
+        }
         let block = self.block.as_mut().filter(|b| b.next <= b.last)?;
         let beat = block.next;
         block.next += 1;
@@ -119,18 +137,31 @@ impl HeartbeatBook {
 
     /// The writer's answer to the pending renewal.
     pub fn answered(&mut self, ok: bool, now: Instant) {
-        if let Some(renewal) = self.pending.take()
-            && ok
-        {
+        let Some(renewal) = self.pending.take() else {
+            return;
+        };
+        if ok {
             self.written = Some((renewal, now));
+            self.failed = None;
+        } else {
+            let failures = self.failed.map_or(0, |(n, _)| n).saturating_add(1);
+            self.failed = Some((failures, now));
         }
     }
 
     /// When the next renewal is due (`None` before the first).
     pub fn next_due(&self, interval: Duration, now: Instant) -> Option<Duration> {
-        self.written
+        let regular = self
+            .written
             .as_ref()
-            .map(|(_, at)| (*at + interval).saturating_duration_since(now))
+            .map(|(_, at)| (*at + interval).saturating_duration_since(now));
+        let retry = self.failed.map(|(failures, at)| {
+            (at + retry_after(failures, interval)).saturating_duration_since(now)
+        });
+        match (regular, retry) {
+            (Some(r), Some(t)) => Some(r.max(t)),
+            (r, t) => r.or(t),
+        }
     }
 
     /// Whether this term may renew (its block is kept and not used up).
@@ -273,12 +304,36 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_renewal_is_tried_again() {
+    fn a_refused_renewal_is_tried_again_after_a_delay_that_doubles_up_to_the_interval() {
         let start = Instant::now();
+        let ms = |n: u64| start + Duration::from_millis(n);
         let (mut book, _) = started(0, &Heartbeat::missing(), 1);
         assert!(book.due("d1", INTERVAL, start).is_some());
         book.answered(false, start);
-        assert!(book.due("d1", INTERVAL, start).is_some());
+        assert!(book.due("d1", INTERVAL, ms(100)).is_none(), "not at every step");
+        assert_eq!(book.next_due(INTERVAL, ms(100)), Some(Duration::from_millis(150)));
+        assert!(book.due("d1", INTERVAL, ms(250)).is_some(), "after 250 ms");
+        book.answered(false, ms(250));
+        assert!(book.due("d1", INTERVAL, ms(700)).is_none());
+        assert!(book.due("d1", INTERVAL, ms(750)).is_some(), "then after 500 ms");
+        let mut at = ms(750);
+        for _ in 0..10 {
+            assert!(book.due("d1", INTERVAL, at).is_some());
+            book.answered(false, at);
+            at += INTERVAL;
+        }
+        assert_eq!(
+            book.next_due(INTERVAL, at - INTERVAL),
+            Some(INTERVAL),
+            "never longer than the interval"
+        );
+        assert!(book.due("d1", INTERVAL, at).is_some());
+        book.answered(true, at);
+        assert_eq!(
+            book.next_due(INTERVAL, at),
+            Some(INTERVAL),
+            "a success resets the delay"
+        );
     }
 
     #[test]

@@ -15,7 +15,8 @@ mod claims;
 mod heartbeat;
 mod keep;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -136,6 +137,9 @@ pub struct Reconciler {
     heartbeat: HeartbeatBook,
     keep: KeepBook,
     caps: Caps,
+    /// The member's Node addresses at the last step: when they change, which endpoints every
+    /// import may hold changes, so the step covers every service.
+    node_addresses: BTreeMap<IpAddr, String>,
     announced: BTreeSet<String>,
     /// When the last full pass ran.
     last_full: Option<Instant>,
@@ -172,6 +176,7 @@ impl Reconciler {
             heartbeat: HeartbeatBook::default(),
             keep: KeepBook::found(kept),
             caps,
+            node_addresses: BTreeMap::new(),
             announced: BTreeSet::new(),
             last_full: None,
             led: false,
@@ -306,8 +311,12 @@ impl Reconciler {
                 Some(services)
             }
         };
+        let nodes_changed = observed.node_addresses != self.node_addresses;
+        if nodes_changed {
+            self.node_addresses = observed.node_addresses.clone();
+        }
         let scope = match scope {
-            Some(_) if view.touched_everything => None,
+            Some(_) if view.touched_everything || nodes_changed => None,
             Some(mut keys) => {
                 keys.extend(view.touched);
                 keys.extend(capped.touched);

@@ -262,3 +262,44 @@ fn idle_steps_write_nothing_but_the_heartbeat() {
         "one renewal per 2 s interval from 1 s to 10 s: {writes:?}"
     );
 }
+
+#[test]
+fn a_change_of_the_members_node_addresses_covers_every_service() {
+    let start = Instant::now();
+    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    let records = vec![record("c2", "a"), record("c2", "b")];
+    let with_nodes = |nodes: &[(&str, &str)]| Observed {
+        node_addresses: nodes
+            .iter()
+            .map(|(ip, node)| {
+                (
+                    ip.parse().unwrap_or_else(|_| panic!("{ip}")),
+                    (*node).to_owned(),
+                )
+            })
+            .collect(),
+        ..observed(records.clone())
+    };
+    let step = r.step(&tick(start, 0, false), with_nodes(&[]), &[]);
+    assert!(step.scope.is_none(), "the first step covers everything");
+    let step = r.step(&tick(start, 1, false), with_nodes(&[]), &[]);
+    assert_eq!(step.scope, Some(BTreeSet::new()), "nothing changed");
+    let step = r.step(
+        &tick(start, 2, false),
+        with_nodes(&[("172.18.0.3", "n1")]),
+        &[],
+    );
+    assert!(step.scope.is_none(), "a new Node address: every service");
+    let step = r.step(
+        &tick(start, 3, false),
+        with_nodes(&[("172.18.0.3", "n1")]),
+        &[],
+    );
+    assert_eq!(
+        step.scope,
+        Some(BTreeSet::new()),
+        "the same addresses again"
+    );
+    let step = r.step(&tick(start, 4, false), with_nodes(&[]), &[]);
+    assert!(step.scope.is_none(), "an address gone: every service");
+}

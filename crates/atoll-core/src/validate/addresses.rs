@@ -1,10 +1,11 @@
 //! Endpoint addresses from the hub. Each must be an IP of its slice's family, written the one
 //! way the apiserver writes it, and not special (loopback, link-local, multicast, unspecified,
 //! broadcast, an IPv4 address dressed as IPv6). For another member's endpoints an importer also
-//! refuses its own Service CIDRs and the ranges its operator denies: an endpoint there would
-//! send the ClusterSet's traffic to the importer's own Services (its apiserver's VIP, say) or
-//! nodes.
+//! refuses its own Service CIDRs, its own Nodes' addresses and the ranges its operator denies:
+//! an endpoint there would send the ClusterSet's traffic to the importer's own Services (its
+//! apiserver's VIP, say) or nodes (a kubelet, a node-local daemon).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::str::FromStr;
 
@@ -131,6 +132,27 @@ pub fn address(text: &str, family: Family) -> Result<IpAddr, Problem> {
     }
 }
 
+/// The InternalIP and ExternalIP addresses of `nodes`, each with its Node's name (addresses
+/// that are not IPs, such as a Hostname, are not addresses an endpoint can have).
+pub fn node_addresses<'a>(
+    nodes: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Node>,
+) -> BTreeMap<IpAddr, String> {
+    let mut found = BTreeMap::new();
+    for node in nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let addresses = node
+            .status
+            .iter()
+            .flat_map(|s| s.addresses.iter().flatten());
+        for a in addresses.filter(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP") {
+            if let Ok(ip) = a.address.parse::<IpAddr>() {
+                found.insert(ip, name.clone());
+            }
+        }
+    }
+    found
+}
+
 /// The ranges an importer refuses for other members' endpoints.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AddressPolicy {
@@ -138,6 +160,8 @@ pub struct AddressPolicy {
     pub service_cidrs: Vec<Cidr>,
     /// Ranges its operator denies (`--deny-endpoint-cidrs`), e.g. its nodes' network.
     pub denied: Vec<Cidr>,
+    /// The importing cluster's Node addresses (InternalIP, ExternalIP), with the Node's name.
+    pub nodes: BTreeMap<IpAddr, String>,
 }
 
 impl AddressPolicy {
@@ -147,6 +171,12 @@ impl AddressPolicy {
             return Err(Problem::new(
                 Reason::ServiceCidr,
                 format!("address {ip} is inside this cluster's Service CIDR {cidr}"),
+            ));
+        }
+        if let Some(node) = self.nodes.get(ip) {
+            return Err(Problem::new(
+                Reason::NodeAddress,
+                format!("address {ip} is an address of this cluster's Node {node}"),
             ));
         }
         if let Some(cidr) = self.denied.iter().find(|c| c.contains(ip)) {
@@ -220,12 +250,16 @@ mod tests {
     }
 
     #[test]
-    fn an_importer_refuses_its_own_service_cidrs_and_denied_ranges_from_others() {
+    fn an_importer_refuses_its_own_service_cidrs_node_addresses_and_denied_ranges_from_others() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let policy = AddressPolicy {
             service_cidrs: vec![cidr("10.101.0.0/16")],
             denied: vec![cidr("192.168.0.0/24")],
+            nodes: BTreeMap::from([
+                (ip("172.18.0.3"), "node-a".to_owned()),
+                (ip("fd00::3"), "node-a".to_owned()),
+            ]),
         };
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(
             policy.remote(&ip("10.101.0.1")).map_err(|p| p.reason),
             Err(Reason::ServiceCidr)
@@ -234,7 +268,69 @@ mod tests {
             policy.remote(&ip("192.168.0.7")).map_err(|p| p.reason),
             Err(Reason::DeniedCidr)
         );
+        assert_eq!(
+            policy.remote(&ip("172.18.0.3")).map_err(|p| p.reason),
+            Err(Reason::NodeAddress)
+        );
+        assert_eq!(
+            policy.remote(&ip("fd00::3")).map_err(|p| p.reason),
+            Err(Reason::NodeAddress)
+        );
+        assert_eq!(
+            policy.remote(&ip("172.18.0.4")),
+            Ok(()),
+            "only the Node's own address"
+        );
         assert_eq!(policy.remote(&ip("10.102.0.1")), Ok(()));
+    }
+
+    #[test]
+    fn node_addresses_are_the_internal_and_external_ips() {
+        use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
+        let node = |name: &str, addresses: &[(&str, &str)]| Node {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.to_owned()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                addresses: Some(
+                    addresses
+                        .iter()
+                        .map(|(t, a)| NodeAddress {
+                            type_: (*t).to_owned(),
+                            address: (*a).to_owned(),
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let nodes = [
+            node(
+                "a",
+                &[
+                    ("InternalIP", "172.18.0.3"),
+                    ("Hostname", "a"),
+                    ("ExternalIP", "203.0.113.9"),
+                    ("InternalDNS", "a.internal"),
+                ],
+            ),
+            node(
+                "b",
+                &[("InternalIP", "fd00::4"), ("InternalIP", "not-an-ip")],
+            ),
+            node("kwok", &[("Hostname", "localhost")]),
+        ];
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            node_addresses(&nodes),
+            BTreeMap::from([
+                (ip("172.18.0.3"), "a".to_owned()),
+                (ip("203.0.113.9"), "a".to_owned()),
+                (ip("fd00::4"), "b".to_owned()),
+            ])
+        );
     }
 
     proptest! {

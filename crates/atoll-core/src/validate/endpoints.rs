@@ -104,7 +104,7 @@ mod tests {
     fn endpoints_are_judged_one_by_one() {
         let policy = AddressPolicy {
             service_cidrs: vec!["10.101.0.0/16".parse().unwrap()],
-            denied: Vec::new(),
+            ..Default::default()
         };
         let ep = |addresses: &[&str], hostname: Option<&str>| Endpoint {
             addresses: addresses.iter().map(|a| (*a).to_owned()).collect(),

@@ -16,5 +16,5 @@ pub mod ports;
 pub mod problem;
 pub mod record;
 
-pub use addresses::{AddressPolicy, Cidr, Family};
+pub use addresses::{AddressPolicy, Cidr, Family, node_addresses};
 pub use problem::{Problem, Reason};

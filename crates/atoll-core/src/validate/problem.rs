@@ -30,6 +30,8 @@ pub enum Reason {
     ServiceCidr,
     /// An endpoint address inside a range the importer's operator denied (`--deny-endpoint-cidrs`).
     DeniedCidr,
+    /// An endpoint address that is one of the importing cluster's own Node addresses.
+    NodeAddress,
     /// An endpoint's hostname or zone, or its address count.
     Endpoint,
     /// Endpoint copies with more endpoints than an EndpointSlice may hold.
@@ -42,7 +44,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for resetting gauges.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 16] = [
         Reason::ClusterId,
         Reason::WrongNamespace,
         Reason::Name,
@@ -54,6 +56,7 @@ impl Reason {
         Reason::Address,
         Reason::ServiceCidr,
         Reason::DeniedCidr,
+        Reason::NodeAddress,
         Reason::Endpoint,
         Reason::TooManyEndpointsInCopy,
         Reason::TooManyRecords,
@@ -74,6 +77,7 @@ impl Reason {
             Self::Address => "address",
             Self::ServiceCidr => "service-cidr",
             Self::DeniedCidr => "denied-cidr",
+            Self::NodeAddress => "node-address",
             Self::Endpoint => "endpoint",
             Self::TooManyEndpointsInCopy => "too-many-endpoints-in-copy",
             Self::TooManyRecords => "too-many-records",

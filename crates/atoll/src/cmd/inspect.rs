@@ -292,12 +292,18 @@ async fn ignored_by_member(
     records: &[ExportedService],
 ) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
     use atoll_api::hub::ExportedEndpointSlice;
+    use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::api::networking::v1::ServiceCIDR;
     let copies = Api::<ExportedEndpointSlice>::all(c.hub.clone())
         .list(&ListParams::default())
         .await
         .context("listing the members' endpoint copies on the hub")?;
     let service_cidrs = Api::<ServiceCIDR>::all(c.member.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let nodes = Api::<Node>::all(c.member.clone())
         .list(&ListParams::default())
         .await
         .map(|l| l.items)
@@ -309,6 +315,7 @@ async fn ignored_by_member(
             .filter_map(|c| c.parse().ok())
             .collect(),
         denied: Vec::new(),
+        nodes: atoll_core::validate::node_addresses(&nodes),
     };
     let limits = atoll_core::caps::Limits {
         records: args.max_records_per_member,

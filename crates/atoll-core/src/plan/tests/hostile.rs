@@ -180,6 +180,8 @@ fn endpoints_that_point_into_the_importer_are_dropped_one_by_one() {
     let mut world = World::new("c1");
     world.observed.denied_cidrs = vec!["192.168.0.0/24".parse().unwrap()];
     world.observed.service_cidrs = service_cidr("10.101.0.0/16");
+    world.observed.node_addresses =
+        std::collections::BTreeMap::from([("172.18.0.3".parse().unwrap(), "node-a".to_owned())]);
     publish(&mut world, published("x-c3", "web", TCP42, 0));
     publish_copy(
         &mut world,
@@ -192,6 +194,7 @@ fn endpoints_that_point_into_the_importer_are_dropped_one_by_one() {
                 "10.101.0.1",
                 "192.168.0.4",
                 "169.254.0.1",
+                "172.18.0.3",
             ],
         ),
     );
@@ -210,7 +213,8 @@ fn endpoints_that_point_into_the_importer_are_dropped_one_by_one() {
         [
             (Reason::Address, 2),
             (Reason::ServiceCidr, 1),
-            (Reason::DeniedCidr, 1)
+            (Reason::DeniedCidr, 1),
+            (Reason::NodeAddress, 1)
         ]
     );
 }
