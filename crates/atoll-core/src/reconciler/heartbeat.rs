@@ -310,12 +310,21 @@ mod tests {
         let (mut book, _) = started(0, &Heartbeat::missing(), 1);
         assert!(book.due("d1", INTERVAL, start).is_some());
         book.answered(false, start);
-        assert!(book.due("d1", INTERVAL, ms(100)).is_none(), "not at every step");
-        assert_eq!(book.next_due(INTERVAL, ms(100)), Some(Duration::from_millis(150)));
+        assert!(
+            book.due("d1", INTERVAL, ms(100)).is_none(),
+            "not at every step"
+        );
+        assert_eq!(
+            book.next_due(INTERVAL, ms(100)),
+            Some(Duration::from_millis(150))
+        );
         assert!(book.due("d1", INTERVAL, ms(250)).is_some(), "after 250 ms");
         book.answered(false, ms(250));
         assert!(book.due("d1", INTERVAL, ms(700)).is_none());
-        assert!(book.due("d1", INTERVAL, ms(750)).is_some(), "then after 500 ms");
+        assert!(
+            book.due("d1", INTERVAL, ms(750)).is_some(),
+            "then after 500 ms"
+        );
         let mut at = ms(750);
         for _ in 0..10 {
             assert!(book.due("d1", INTERVAL, at).is_some());
