@@ -10,7 +10,9 @@ cd "$REPO_DIR"
 SUITE=simulation
 cargo build --locked --release -p atoll-sim
 status=0
-out=$("$REPO_DIR/target/release/atoll-sim" | tee /dev/stderr) || status=$?
+# Shown as it runs and kept for the record; `tee /dev/stderr` would reopen (and truncate) a log
+# file that stderr is redirected to.
+out=$("$REPO_DIR/target/release/atoll-sim" | tee >(cat >&2)) || status=$?
 summary=$(tail -n 1 <<<"$out")
 summary=${summary#simulation: }
 if [ "$status" -eq 0 ]; then record_result ok "$summary"; else record_result failed "$summary"; fi
