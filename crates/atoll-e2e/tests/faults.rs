@@ -300,6 +300,10 @@ async fn members_with_2s_and_10s_heartbeats_side_by_side_write_nothing_while_idl
     fixtures::agents_with_rhythm("restart", &["c2"], 10, 40)?;
     wait_import_clusters(c3, &ns.name, "slow", 1).await?;
     let settled = settled_snapshot(&set, &ns.name, "slow").await?;
+    // c2's restart began a new term, so its claim epoch moved: c3 keeps accepted epochs in its
+    // liveness ConfigMap in batches (at most one write per batch), the last write the restart
+    // causes. Idle starts after it.
+    tokio::time::sleep(atoll_core::reconciler::EPOCH_BATCH + Duration::from_secs(5)).await;
     let port = agent_admin_port(2)?;
     let writes = || async { metric(port, "atoll_agent_api_writes_total").await };
     let heartbeats = || async { metric(port, "atoll_agent_heartbeats_total").await };
