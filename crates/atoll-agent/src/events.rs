@@ -79,18 +79,19 @@ pub async fn publish_on_import(to: &Announcer, status: &ImportStatus) {
 
 /// Publishes one Event on the MCS object `kind` `key`. A failed Event is logged, never fatal.
 pub async fn announce_on(to: &Announcer, kind: &str, key: &ObjectKey, announcement: &Announcement) {
-    announce_about(to, kind, key, announcement, None).await;
+    let _published = announce_about(to, kind, key, announcement, None).await;
 }
 
 /// [`announce_on`], about `related` (a hub object): Events on one object with one reason are
-/// one series unless their related objects differ.
+/// one series unless their related objects differ. Whether it was published (a replica that
+/// does not lead, or a failed write, publishes nothing).
 pub async fn announce_about(
     to: &Announcer,
     kind: &str,
     key: &ObjectKey,
     announcement: &Announcement,
     related: Option<ObjectReference>,
-) {
+) -> bool {
     let reference = ObjectReference {
         api_version: Some("multicluster.x-k8s.io/v1beta1".to_owned()),
         kind: Some(kind.to_owned()),
@@ -102,8 +103,12 @@ pub async fn announce_about(
         secondary: related,
         ..event(announcement)
     };
-    if let Err(error) = to.publish(&event, &reference).await {
-        tracing::warn!(%error, object = %key, reason = %announcement.reason, "publishing an Event failed");
+    match to.publish(&event, &reference).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%error, object = %key, reason = %announcement.reason, "publishing an Event failed");
+            false
+        }
     }
 }
 
@@ -124,7 +129,7 @@ pub async fn announce_on_member(
     to: &Announcer,
     announcement: &Announcement,
     related: Option<ObjectReference>,
-) {
+) -> bool {
     let reference = ObjectReference {
         api_version: Some("about.k8s.io/v1beta1".to_owned()),
         kind: Some("ClusterProperty".to_owned()),
@@ -135,8 +140,12 @@ pub async fn announce_on_member(
         secondary: related,
         ..event(announcement)
     };
-    if let Err(error) = to.publish(&event, &reference).await {
-        tracing::warn!(%error, reason = %announcement.reason, "publishing an Event failed");
+    match to.publish(&event, &reference).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%error, reason = %announcement.reason, "publishing an Event failed");
+            false
+        }
     }
 }
 
@@ -156,7 +165,7 @@ pub async fn announce_rejected(to: &Announcer, rejected: &Rejected) {
     // The record itself as the related object: one Event per record, not one series for
     // every rejected record.
     let record = hub_object("ExportedService", &rejected.record);
-    announce_on_member(to, &announcement, Some(record)).await;
+    let _published = announce_on_member(to, &announcement, Some(record)).await;
 }
 
 #[cfg(test)]

@@ -199,12 +199,19 @@ impl Rejections {
         if !leads {
             return;
         }
-        for n in now.iter().filter(|n| !self.announced.contains(&n.version)) {
+        // Only what was published counts as announced: an Event the fence or the API refused
+        // is tried again on the next pass.
+        let mut announced = BTreeSet::new();
+        for n in &now {
+            if self.announced.contains(&n.version) {
+                announced.insert(n.version.clone());
+                continue;
+            }
             let related = n
                 .object
                 .as_ref()
                 .map(|(kind, key)| events::hub_object(kind, key));
-            match &n.import {
+            let published = match &n.import {
                 Some(key) => {
                     events::announce_about(
                         &context.announcer,
@@ -218,9 +225,12 @@ impl Rejections {
                 None => {
                     events::announce_on_member(&context.announcer, &n.announcement, related).await
                 }
+            };
+            if published {
+                announced.insert(n.version.clone());
             }
         }
-        self.announced = self.logged.clone();
+        self.announced = announced;
     }
 }
 

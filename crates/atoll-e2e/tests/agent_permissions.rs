@@ -1,7 +1,8 @@
 //! The agent's identity in a member is minimal. The local ClusterSet runs every agent with a
 //! token of the ServiceAccount `atoll-system/atoll-agent` bound to the Helm chart's RBAC, so
 //! the rest of the e2e suite proves that RBAC is sufficient; these tests prove it is also
-//! narrow: RBAC refuses (403) Secrets outside `atoll-system`, Pods, Deployments, Nodes and RBAC
+//! narrow: RBAC refuses (403) Secrets outside `atoll-system`, Pods, Deployments, changes to
+//! Nodes (it may only read their addresses) and RBAC
 //! objects, and the admission policy bound to the agent's identity refuses changing Services
 //! and EndpointSlices Atoll does not manage, so a compromised agent cannot hijack a user's
 //! Service. The agent's effective permissions (`kubectl auth can-i --list` as that identity)
@@ -67,8 +68,13 @@ async fn rbac_refuses_the_agent_everything_it_does_not_need() -> anyhow::Result<
             status_code(Api::<Deployment>::all(agent.clone()).list(&lp).await),
         ),
         (
-            "list Nodes",
-            status_code(Api::<Node>::all(agent.clone()).list(&lp).await),
+            // The agent reads Node addresses (to refuse endpoints at them), never changes Nodes.
+            "delete a Node",
+            status_code(
+                Api::<Node>::all(agent.clone())
+                    .delete("atoll-e2e-probe", &DeleteParams::default())
+                    .await,
+            ),
         ),
         (
             "list ClusterRoles",

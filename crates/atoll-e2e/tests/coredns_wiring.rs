@@ -7,8 +7,10 @@
 //! byte for byte what it was and the name is NXDOMAIN again.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
+
+use anyhow::Context;
 
 use atoll_testing::dns::{addresses, ask};
 use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, import, wait_import_clusters};
@@ -109,13 +111,22 @@ async fn wiring_coredns_makes_clusterset_names_resolve_through_atoll_dns() -> an
     let file = dir.join("Corefile");
     project(&configmaps, &file).await?;
     let port = free_port()?;
+    // CoreDNS's own output, shown when a wait below fails.
+    let log_file = dir.join("coredns.log");
+    let log = std::fs::File::create(&log_file)?;
     let coredns: Child = Command::new(coredns_binary()?)
         .arg("-conf")
         .arg(&file)
         .args(["-dns.port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
         .spawn()?;
+    let coredns_log = || {
+        format!(
+            "CoreDNS on 127.0.0.1:{port} said:\n{}",
+            std::fs::read_to_string(&log_file).unwrap_or_default()
+        )
+    };
     let _cleanup = {
         let set = set.clone();
         let mut coredns = Some(coredns);
@@ -143,7 +154,8 @@ async fn wiring_coredns_makes_clusterset_names_resolve_through_atoll_dns() -> an
     let before = wait_for("CoreDNS to answer", Duration::from_secs(15), || async {
         Ok(answer(port, &name).map_err(|e| e.to_string()))
     })
-    .await?;
+    .await
+    .with_context(coredns_log)?;
     assert_eq!(
         before.0,
         ResponseCode::NXDomain,
@@ -215,7 +227,8 @@ async fn wiring_coredns_makes_clusterset_names_resolve_through_atoll_dns() -> an
             })
         },
     )
-    .await?;
+    .await
+    .with_context(coredns_log)?;
     assert_eq!(
         after.1,
         vec![vip.clone()],
@@ -246,6 +259,7 @@ async fn wiring_coredns_makes_clusterset_names_resolve_through_atoll_dns() -> an
             })
         },
     )
-    .await?;
+    .await
+    .with_context(coredns_log)?;
     ns.cleanup().await
 }
