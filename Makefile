@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: simulate help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test conformance-full
+.PHONY: alerts-test dashboard-png simulate help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test conformance-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -59,6 +59,13 @@ image: setup ## The container image as an OCI archive in target/image/ (static m
 
 image-test: image ## Unpack the image and run atoll --version from its root filesystem; static, small, non-root
 	hack/image-test.sh
+
+alerts-test: setup ## The alert rules: promtool check and unit tests (Prometheus from Debian, unpacked into ~/.cache/atoll)
+	hack/build-tools.sh prometheus
+	hack/alerts.sh
+
+dashboard-png: setup ## Draw docs/dashboard-faults.png from the last alerts e2e run's Prometheus data (target/alerts/run.json; matplotlib in ~/.cache/atoll/venv)
+	hack/dashboard-png.sh
 
 chart-lint: setup tools ## helm lint charts/atoll in every mode
 	hack/chart.sh lint

@@ -3,8 +3,8 @@
 # proxy into ~/.cache/atoll/<tool>-<version>/bin: kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl (k8s.io/kubernetes through the wrapper module in hack/go/k8s, which
 # replaces every staging module with the matching v0.x.y), etcd (3.6, never Debian's 3.4), kwok,
-# kwokctl, CoreDNS and Helm (crane for `make image` on demand). A tool whose binaries exist and report the right version is skipped, so a
-# warm machine spends seconds here. Usage: hack/build-tools.sh [k8s|kube-proxy|etcd|kwok|coredns|helm|crane ...]
+# kwokctl, CoreDNS and Helm (crane for `make image` and Prometheus, from Debian, on demand). A tool whose binaries exist and report the right version is skipped, so a
+# warm machine spends seconds here. Usage: hack/build-tools.sh [k8s|kube-proxy|etcd|kwok|coredns|helm|crane|prometheus ...]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
@@ -81,6 +81,29 @@ build_helm() {
   GOBIN="$HELM_BIN" go install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
     "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+}
+
+# Prometheus and promtool (alert rule tests, the live-Prometheus e2e test): Debian's package,
+# downloaded and unpacked into the cache. Unpacking runs none of the package's scripts, so no
+# service is installed or started; the tests start Prometheus themselves, on 127.0.0.1.
+build_prometheus() {
+  if "$PROMETHEUS_BIN/promtool" --version 2>&1 | grep -q "version $PROMETHEUS_VERSION"; then
+    return 0
+  fi
+  local candidate tmp
+  candidate=$(apt-cache policy prometheus | awk '/Candidate:/ {print $2}')
+  case $candidate in
+    "$PROMETHEUS_VERSION"+*) ;;
+    *) die "Debian's archive offers prometheus '$candidate', not $PROMETHEUS_VERSION: update PROMETHEUS_VERSION in hack/versions.env (or run make setup for the package lists)" ;;
+  esac
+  log "unpacking Debian's prometheus $candidate (prometheus, promtool)"
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp" # apt downloads as its own user
+  (cd "$tmp" && apt-get download -q "prometheus=$candidate" >/dev/null)
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/root"
+  mkdir -p "$PROMETHEUS_BIN"
+  cp "$tmp/root/usr/bin/prometheus" "$tmp/root/usr/bin/promtool" "$PROMETHEUS_BIN/"
+  rm -rf "$tmp"
 }
 
 command -v go >/dev/null || die "go is not installed"

@@ -43,6 +43,10 @@ template() {
   render member --set coredns.wire=true >"$OUT/wired.yaml"
   render member --set 'admissionPolicy.trustedSliceWriters={system:serviceaccount:mcs:controller}' \
     --set 'dns.trustedSliceManagers={mcs-controller.example.dev}' >"$OUT/trusting.yaml"
+  render member --set serviceMonitor.enabled=true --set prometheusRule.enabled=true \
+    --set prometheusRule.runbookBaseURL=https://docs.example.dev/atoll/alerts.md# \
+    --set 'prometheusRule.labels.release=prometheus' --set grafanaDashboard.enabled=true \
+    --set grafanaDashboard.namespace=monitoring >"$OUT/observed.yaml"
 }
 
 

@@ -1,5 +1,8 @@
 """Checks of the rendered chart (hack/chart.sh test): one `ok   <check>` or `FAIL <check>: why`
-line per check, nothing else. Reads target/chart/{member,hub,both,wired,trusting}.yaml."""
+line per check, nothing else. Reads target/chart/{member,hub,both,wired,trusting,observed}.yaml
+and the chart's files/ (the alert rules and the dashboard)."""
+import json
+import os
 import sys
 
 import yaml
@@ -17,6 +20,7 @@ def check(name, ok, why=""):
 
 
 member, hub, both, wired, trusting = load("member"), load("hub"), load("both"), load("wired"), load("trusting")
+observed = load("observed")
 kinds = lambda docs, kind: [d for d in docs if d.get("kind") == kind]
 deployments = {d["metadata"]["name"]: d for d in kinds(member, "Deployment")}
 
@@ -107,3 +111,29 @@ dns_args = lambda docs: [a for d in kinds(docs, "Deployment") if d["metadata"]["
 check("dns.trustedSliceManagers: passed as --trusted-slice-manager",
       "--trusted-slice-manager=mcs-controller.example.dev" in dns_args(trusting)
       and not any(a.startswith("--trusted-slice-manager") for a in dns_args(member)), dns_args(trusting))
+
+files = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "charts", "atoll", "files")
+monitoring = ("ServiceMonitor", "PrometheusRule")
+check("monitoring objects are opt-in", not [d for d in member if d["kind"] in monitoring
+                                            or d["metadata"]["name"] == "atoll-dashboard"], "")
+with open(os.path.join(files, "alerts.rules.yaml")) as f:
+    rules_text = f.read()
+expected_groups = yaml.safe_load(rules_text.replace("runbook_url: docs/alerts.md#",
+                                                    "runbook_url: https://docs.example.dev/atoll/alerts.md#"))["groups"]
+prometheus_rules = kinds(observed, "PrometheusRule")
+check("prometheusRule: the PrometheusRule holds files/alerts.rules.yaml's groups, runbooks under runbookBaseURL",
+      len(prometheus_rules) == 1 and prometheus_rules[0]["spec"]["groups"] == expected_groups,
+      [d["metadata"]["name"] for d in prometheus_rules])
+check("prometheusRule.labels: on the PrometheusRule",
+      prometheus_rules and prometheus_rules[0]["metadata"]["labels"].get("release") == "prometheus", "")
+alert_templates = [r["annotations"]["description"] for g in (prometheus_rules[0]["spec"]["groups"] if prometheus_rules else [])
+                   for r in g["rules"]]
+check("prometheusRule: the alerts' {{ $labels }} templates reach Prometheus untouched",
+      alert_templates and all("{{ $labels." in t for t in alert_templates), alert_templates[:1])
+dashboards = [d for d in kinds(observed, "ConfigMap") if d["metadata"]["name"] == "atoll-dashboard"]
+with open(os.path.join(files, "dashboard.json")) as f:
+    dashboard = json.load(f)
+check("grafanaDashboard: a ConfigMap with the sidecar's label, in grafanaDashboard.namespace, holding files/dashboard.json",
+      len(dashboards) == 1 and dashboards[0]["metadata"]["labels"].get("grafana_dashboard") == "1"
+      and dashboards[0]["metadata"]["namespace"] == "monitoring"
+      and json.loads(dashboards[0]["data"]["atoll.json"]) == dashboard, [d["metadata"] for d in dashboards])

@@ -11,9 +11,10 @@ KWOK_BIN=$ATOLL_CACHE/kwok-$KWOK_VERSION/bin
 COREDNS_BIN=$ATOLL_CACHE/coredns-$COREDNS_VERSION/bin
 CRANE_BIN=$ATOLL_CACHE/crane-$CRANE_VERSION/bin
 HELM_BIN=$ATOLL_CACHE/helm-$HELM_VERSION/bin
+PROMETHEUS_BIN=$ATOLL_CACHE/prometheus-$PROMETHEUS_VERSION/bin
 # Where a running local ClusterSet keeps its state (kwok workdir, kubeconfig, pids, logs).
 ATOLL_ENV_DIR=${ATOLL_ENV_DIR:-$ATOLL_CACHE/env}
-export PATH="$K8S_BIN:$ETCD_BIN:$KWOK_BIN:$COREDNS_BIN:$CRANE_BIN:$HELM_BIN:$PATH"
+export PATH="$K8S_BIN:$ETCD_BIN:$KWOK_BIN:$COREDNS_BIN:$CRANE_BIN:$HELM_BIN:$PROMETHEUS_BIN:$PATH"
 
 # Go reaches modules only through the configured module proxy, never a module's origin: the
 # `direct` (and `off`) entries of GOPROXY are dropped for every Go call of every script (and of
@@ -43,6 +44,7 @@ declare -A PROVIDER=(
   [kwokctl]="make tools (hack/build-tools.sh kwok)" [kwok]="make tools (hack/build-tools.sh kwok)"
   [coredns]="make tools (hack/build-tools.sh coredns)" [helm]="make tools (hack/build-tools.sh helm)"
   [crane]="make image (hack/build-tools.sh crane)"
+  [promtool]="make alerts-test (hack/build-tools.sh prometheus)" [prometheus]="make alerts-test (hack/build-tools.sh prometheus)"
   [dig]="make setup (Debian bind9-dnsutils)" [openssl]="make setup (Debian openssl)"
   [musl-gcc]="make setup (Debian musl-tools)" [nft]="make setup (Debian nftables)"
   [socat]="make setup (Debian socat)" [nc]="make setup (Debian netcat-openbsd)"

@@ -31,6 +31,8 @@ log "container image: build and test"
 { "$HACK_DIR/image.sh" >/dev/null && "$HACK_DIR/image-test.sh"; } 2>&1 | tee "$ATOLL_ENV_DIR/packaging.log" || packaging=1
 log "Helm chart: lint, template, offline checks"
 "$HACK_DIR/chart.sh" test 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
+log "alert rules: promtool check and unit tests"
+{ "$HACK_DIR/build-tools.sh" prometheus && "$HACK_DIR/alerts.sh"; } 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
 log "harness safety: isolation checks that send nothing and fail closed, teardown by pid and start time, pods without privilege"
 "$HACK_DIR/harness-safety-test.sh" 2>&1 | tee -a "$ATOLL_ENV_DIR/packaging.log" || packaging=1
 
@@ -48,7 +50,7 @@ log "Helm chart: server-side dry-run on the local apiservers, CRD no-downgrade r
 # End-to-end tests that stop parts of the ClusterSet (agents, a control plane) run last, after
 # the upstream suite: a restarted kwok control plane takes minutes to schedule pods again. So
 # liveness (whose dead-cluster test restarts c2's) is the very last: faults exports from c2.
-disruptive=(restart failsafe failover membership hostile faults liveness)
+disruptive=(restart failsafe failover membership hostile faults alerts liveness)
 gentle=()
 for t in crates/atoll-e2e/tests/*.rs; do
   t=$(basename "$t" .rs)

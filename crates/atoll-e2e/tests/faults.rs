@@ -15,33 +15,21 @@ use std::time::{Duration, Instant};
 use atoll_api::hub;
 use atoll_api::multicluster::export_condition as ec;
 
+use atoll_testing::faults::{COPY_QUOTA, exported, quota_on_copies};
 use atoll_testing::mcs::{
-    HELLO_PORTS, export_condition, import, import_snapshot, settled_snapshot, slice_sources,
+    export_condition, import, import_snapshot, settled_snapshot, slice_sources,
     wait_import_clusters, wait_sources,
 };
 use atoll_testing::membership::kubectl;
 
-use atoll_testing::{ClusterSet, Member, Undo, agent_admin_port, fixtures, metric, wait_for};
-use k8s_openapi::api::core::v1::ResourceQuota;
-use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use atoll_testing::{ClusterSet, Undo, agent_admin_port, fixtures, metric, wait_for};
+use kube::api::DeleteParams;
 
 /// The grace `hack/agents.sh` gives the agents.
 const GRACE: Duration = Duration::from_secs(12);
 
 /// How long slices may take to reach an importer.
 const WAIT: Duration = Duration::from_secs(40);
-
-/// A Deployment, its Service and its export of `name` in `member`.
-async fn exported(member: &Member, ns: &str, name: &str) -> anyhow::Result<()> {
-    fixtures::deployment(&member.client, ns, name, 1).await?;
-    fixtures::apply_service(
-        &member.client,
-        &fixtures::service(ns, name, name, HELLO_PORTS, false),
-    )
-    .await?;
-    fixtures::export(&member.client, ns, name, &[]).await
-}
 
 #[tokio::test]
 async fn a_restarted_importer_does_not_bring_back_a_cluster_it_withdrew() -> anyhow::Result<()> {
@@ -159,60 +147,7 @@ async fn a_hub_write_that_keeps_failing_is_reported_and_recovers_when_lifted() -
     wait_sources(c3, &ns.name, "first", &["c2"], WAIT).await?;
 
     // A quota on c2's hub namespace: no more endpoint copies than it has now.
-    let hub_ns = hub::namespace_for("c2");
-    let copies = kube::Api::<atoll_api::hub::ExportedEndpointSlice>::namespaced(
-        set.members[0].client.clone(),
-        &hub_ns,
-    )
-    .list(&Default::default())
-    .await?
-    .items
-    .len();
-    let quotas: Api<ResourceQuota> = Api::namespaced(set.members[0].client.clone(), &hub_ns);
-    let quota = serde_json::json!({
-        "apiVersion": "v1", "kind": "ResourceQuota",
-        "metadata": { "name": "e2e-copies", "namespace": hub_ns },
-        "spec": { "hard": { "count/exportedendpointslices.hub.atoll.dev": copies.to_string() } },
-    });
-    quotas
-        .patch(
-            "e2e-copies",
-            &PatchParams::apply("atoll-e2e"),
-            &Patch::Apply(&quota),
-        )
-        .await?;
-    let _lift = {
-        let (set, hub_ns) = (set.clone(), hub_ns.clone());
-        Undo::new(move || {
-            let _ = kubectl(
-                &set,
-                "kwok-c1",
-                &[
-                    "-n",
-                    &hub_ns,
-                    "delete",
-                    "resourcequota",
-                    "e2e-copies",
-                    "--ignore-not-found",
-                ],
-            );
-        })
-    };
-    // Quota usage is computed by the controller: wait until the apiserver enforces it.
-    wait_for(
-        "the quota to count the copies",
-        Duration::from_secs(30),
-        || async {
-            let q = quotas.get("e2e-copies").await?;
-            let used = q.status.and_then(|s| s.used).unwrap_or_default();
-            Ok(if used.is_empty() {
-                Err("not yet")
-            } else {
-                Ok(())
-            })
-        },
-    )
-    .await?;
+    let (quotas, _lift) = quota_on_copies(&set, "c2").await?;
 
     // A second export: its copy cannot be written.
     exported(c2, &ns.name, "second").await?;
@@ -262,9 +197,7 @@ async fn a_hub_write_that_keeps_failing_is_reported_and_recovers_when_lifted() -
     );
 
     // Lifted: the copy is written and the export becomes Ready.
-    quotas
-        .delete("e2e-copies", &DeleteParams::default())
-        .await?;
+    quotas.delete(COPY_QUOTA, &DeleteParams::default()).await?;
     wait_for(
         "Ready=True on the second export",
         Duration::from_secs(60),

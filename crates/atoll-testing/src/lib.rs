@@ -10,6 +10,7 @@ mod cluster_set;
 pub mod crd_compat;
 pub mod dns;
 pub mod events;
+pub mod faults;
 pub mod fixtures;
 pub mod hub_member;
 pub mod mcs;
