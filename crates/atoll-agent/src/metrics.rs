@@ -78,6 +78,12 @@ pub struct Metrics {
     /// 1 while the services a source cluster takes part in are left as they are (this agent
     /// started and cannot judge that cluster's objects yet).
     pub source_pinned: Family<ClusterLabels, Gauge>,
+    /// The source clusters the per-cluster gauges above hold label sets for: a cluster that
+    /// leaves the ClusterSet loses them (a gauge kept at its last value would say a departed
+    /// member is still withdrawn, or seen, forever).
+    pub reported_clusters: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+    /// 1 while this agent cannot see its own heartbeat on the hub (nothing is withdrawn then).
+    pub hub_blind: Gauge,
     /// Records and endpoint copies this member cannot publish: their writes keep failing, so
     /// its heartbeat does not claim them.
     pub unpublishable: Gauge,
@@ -119,6 +125,8 @@ impl Default for Metrics {
             source_withdrawn: Family::default(),
             source_claim_unmatched: Family::default(),
             source_pinned: Family::default(),
+            reported_clusters: Default::default(),
+            hub_blind: Gauge::default(),
             unpublishable: Gauge::default(),
             withdrawals: Counter::default(),
             restorations: Counter::default(),
@@ -220,6 +228,11 @@ impl Metrics {
             "source_cluster_pinned",
             "1 while the services a source cluster takes part in are left as they are (this agent cannot judge its hub objects yet)",
             self.source_pinned.clone(),
+        );
+        r.register(
+            "hub_blind",
+            "1 while this agent cannot see its own heartbeat on the hub (it withdraws nothing meanwhile)",
+            self.hub_blind.clone(),
         );
         r.register(
             "unpublishable_objects",

@@ -49,6 +49,8 @@ fn gauge(value: usize) -> i64 {
 /// Liveness metrics and log lines of a step.
 pub fn liveness(metrics: &Metrics, step: &Step) {
     let liveness = &step.liveness;
+    metrics.hub_blind.set(i64::from(liveness.blind));
+    forget_departed(metrics, liveness.last_seen_seconds.keys());
     for (cluster, seconds) in &liveness.last_seen_seconds {
         let labels = ClusterLabels {
             cluster: cluster.clone(),
@@ -92,6 +94,25 @@ pub fn liveness(metrics: &Metrics, step: &Step) {
     }
 }
 
+/// Removes the per-cluster label sets of clusters no longer among `now` (they left the
+/// ClusterSet), and remembers `now`.
+fn forget_departed<'a>(metrics: &Metrics, now: impl Iterator<Item = &'a String>) {
+    let now: BTreeSet<String> = now.cloned().collect();
+    let Ok(mut reported) = metrics.reported_clusters.lock() else {
+        return;
+    };
+    for cluster in reported.difference(&now) {
+        let labels = ClusterLabels {
+            cluster: cluster.clone(),
+        };
+        metrics.source_last_seen.remove(&labels);
+        metrics.source_withdrawn.remove(&labels);
+        metrics.source_claim_unmatched.remove(&labels);
+        metrics.source_pinned.remove(&labels);
+    }
+    *reported = now;
+}
+
 /// Gauges of what the passes so far found.
 pub fn totals(metrics: &Metrics, report: &Report) {
     metrics.records.set(gauge(report.trusted_records()));
@@ -119,6 +140,36 @@ mod tests {
             reason: Default::default(),
             count: 1,
         }
+    }
+
+    fn exposed(metrics: &Metrics) -> String {
+        let mut registry = prometheus_client::registry::Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn a_cluster_that_leaves_loses_its_gauges_and_blindness_is_exposed() {
+        let metrics = Metrics::default();
+        let seen = |clusters: &[&str]| clusters.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
+        for cluster in ["c1", "c2"] {
+            let labels = ClusterLabels {
+                cluster: cluster.to_owned(),
+            };
+            metrics.source_withdrawn.get_or_create(&labels).set(1);
+            metrics.source_last_seen.get_or_create(&labels).set(30.0);
+        }
+        forget_departed(&metrics, seen(&["c1", "c2"]).iter());
+        metrics.hub_blind.set(1);
+        let before = exposed(&metrics);
+        assert!(before.contains("atoll_agent_source_cluster_withdrawn{cluster=\"c2\"} 1"), "{before}");
+        assert!(before.contains("atoll_agent_hub_blind 1"), "{before}");
+        forget_departed(&metrics, seen(&["c1"]).iter());
+        let after = exposed(&metrics);
+        assert!(!after.contains("cluster=\"c2\""), "c2 left: {after}");
+        assert!(after.contains("atoll_agent_source_cluster_withdrawn{cluster=\"c1\"} 1"), "{after}");
     }
 
     #[test]

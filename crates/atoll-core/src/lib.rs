@@ -20,6 +20,7 @@
 //! * [`keys`]: the service an object names (the key types are `atoll_api::keys`).
 //! * [`plan`]: one reconcile pass as a pure function, from observed state to every write.
 //! * [`leader`]: which agent replica of a member writes (Lease-based election).
+//! * [`selection`]: KEP-5939 cluster selectors, validated and evaluated per importer.
 
 pub mod admission;
 pub mod announce;
@@ -45,6 +46,7 @@ pub mod namespaces;
 pub mod plan;
 pub mod precedence;
 pub mod reconciler;
+pub mod selection;
 #[cfg(test)]
 mod test_support;
 pub mod text;

@@ -26,6 +26,7 @@ use atoll_api::hub::{self, ExportedService};
 use atoll_testing::faults::{exported, quota_on_copies};
 use atoll_testing::hub_member::HubMember;
 use atoll_testing::mcs::wait_import_clusters;
+use atoll_testing::tools::cached_tool;
 use atoll_testing::{
     ClusterSet, Undo, agent_admin_port, dns_admin_port, fixtures, http_get, wait_for,
 };
@@ -34,26 +35,6 @@ use serde_json::Value;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The Prometheus `hack/build-tools.sh prometheus` unpacked (version from `hack/versions.env`).
-fn prometheus_binary() -> anyhow::Result<PathBuf> {
-    let versions = std::fs::read_to_string(repo().join("hack/versions.env"))?;
-    let version = versions
-        .lines()
-        .find_map(|l| l.strip_prefix("PROMETHEUS_VERSION="))
-        .ok_or_else(|| anyhow::anyhow!("no PROMETHEUS_VERSION in hack/versions.env"))?;
-    let cache = std::env::var_os("ATOLL_CACHE").map_or_else(
-        || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/atoll"),
-        PathBuf::from,
-    );
-    let binary = cache.join(format!("prometheus-{version}/bin/prometheus"));
-    anyhow::ensure!(
-        binary.exists(),
-        "{} is missing: run hack/build-tools.sh prometheus",
-        binary.display()
-    );
-    Ok(binary)
 }
 
 /// `text` with every minute duration (`for: Nm`, `[Nm]`) divided by 10, in seconds.
@@ -133,7 +114,7 @@ impl Prometheus {
         std::fs::write(dir.join("prometheus.yml"), config(members)?)?;
         let port = free_port()?;
         let log = std::fs::File::create(dir.join("prometheus.log"))?;
-        let child = Command::new(prometheus_binary()?)
+        let child = Command::new(cached_tool("PROMETHEUS_VERSION", "prometheus", "prometheus")?)
             .current_dir(&dir)
             .arg(format!(
                 "--config.file={}",

@@ -15,33 +15,13 @@ use anyhow::Context;
 use atoll_testing::dns::{addresses, ask};
 use atoll_testing::mcs::{HELLO_PORTS, deploy_and_export, import, wait_import_clusters};
 use atoll_testing::membership::{atoll, kubectl};
+use atoll_testing::tools::cached_tool;
 use atoll_testing::{ClusterSet, Undo, dns_port, wait_for};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
-
-/// The CoreDNS `hack/build-tools.sh` built (version from `hack/versions.env`).
-fn coredns_binary() -> anyhow::Result<PathBuf> {
-    let hack = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack");
-    let versions = std::fs::read_to_string(hack.join("versions.env"))?;
-    let version = versions
-        .lines()
-        .find_map(|l| l.strip_prefix("COREDNS_VERSION="))
-        .ok_or_else(|| anyhow::anyhow!("no COREDNS_VERSION in hack/versions.env"))?;
-    let cache = std::env::var_os("ATOLL_CACHE").map_or_else(
-        || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/atoll"),
-        PathBuf::from,
-    );
-    let binary = cache.join(format!("coredns-{version}/bin/coredns"));
-    anyhow::ensure!(
-        binary.exists(),
-        "{} is missing: run hack/build-tools.sh coredns",
-        binary.display()
-    );
-    Ok(binary)
-}
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::UdpSocket::bind("127.0.0.1:0")?
@@ -114,7 +94,7 @@ async fn wiring_coredns_makes_clusterset_names_resolve_through_atoll_dns() -> an
     // CoreDNS's own output, shown when a wait below fails.
     let log_file = dir.join("coredns.log");
     let log = std::fs::File::create(&log_file)?;
-    let coredns: Child = Command::new(coredns_binary()?)
+    let coredns: Child = Command::new(cached_tool("COREDNS_VERSION", "coredns", "coredns")?)
         .arg("-conf")
         .arg(&file)
         .args(["-dns.port", &port.to_string()])

@@ -16,6 +16,7 @@ pub mod hub_member;
 pub mod mcs;
 pub mod membership;
 pub mod ports;
+pub mod tools;
 mod undo;
 mod wait;
 
