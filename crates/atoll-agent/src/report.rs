@@ -164,12 +164,18 @@ mod tests {
         forget_departed(&metrics, seen(&["c1", "c2"]).iter());
         metrics.hub_blind.set(1);
         let before = exposed(&metrics);
-        assert!(before.contains("atoll_agent_source_cluster_withdrawn{cluster=\"c2\"} 1"), "{before}");
+        assert!(
+            before.contains("atoll_agent_source_cluster_withdrawn{cluster=\"c2\"} 1"),
+            "{before}"
+        );
         assert!(before.contains("atoll_agent_hub_blind 1"), "{before}");
         forget_departed(&metrics, seen(&["c1"]).iter());
         let after = exposed(&metrics);
         assert!(!after.contains("cluster=\"c2\""), "c2 left: {after}");
-        assert!(after.contains("atoll_agent_source_cluster_withdrawn{cluster=\"c1\"} 1"), "{after}");
+        assert!(
+            after.contains("atoll_agent_source_cluster_withdrawn{cluster=\"c1\"} 1"),
+            "{after}"
+        );
     }
 
     #[test]

@@ -114,20 +114,24 @@ impl Prometheus {
         std::fs::write(dir.join("prometheus.yml"), config(members)?)?;
         let port = free_port()?;
         let log = std::fs::File::create(dir.join("prometheus.log"))?;
-        let child = Command::new(cached_tool("PROMETHEUS_VERSION", "prometheus", "prometheus")?)
-            .current_dir(&dir)
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
+        let child = Command::new(cached_tool(
+            "PROMETHEUS_VERSION",
+            "prometheus",
+            "prometheus",
+        )?)
+        .current_dir(&dir)
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?;
         Ok(Self { child, port, dir })
     }
 

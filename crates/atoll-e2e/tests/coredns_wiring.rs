@@ -6,7 +6,7 @@
 //! ClusterSetIP, which only `atoll dns` knows; after `atoll coredns unwire` the ConfigMap is
 //! byte for byte what it was and the name is NXDOMAIN again.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 

@@ -46,7 +46,9 @@ pub struct ClusterSelector {
 /// Why a list of selectors is refused (the message of `InvalidClusterSelector`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
-    #[error("{SELECTORS_ANNOTATION} is not a JSON list of {{\"propertySelector\": <label selector>}}: {0}")]
+    #[error(
+        "{SELECTORS_ANNOTATION} is not a JSON list of {{\"propertySelector\": <label selector>}}: {0}"
+    )]
     Malformed(String),
     #[error("{0} cluster selectors: at most {MAX_SELECTORS} are allowed")]
     TooMany(usize),
@@ -83,22 +85,31 @@ fn value_ok(value: &str) -> bool {
 fn entry(selector: &LabelSelector) -> Result<(), String> {
     for (key, value) in selector.match_labels.iter().flatten() {
         if !is_qualified_name(key) {
-            return Err(format!("matchLabels key {key:?} is not a valid property name"));
+            return Err(format!(
+                "matchLabels key {key:?} is not a valid property name"
+            ));
         }
         if !value_ok(value) {
-            return Err(format!("matchLabels value {value:?} of {key:?} is not a valid value"));
+            return Err(format!(
+                "matchLabels value {value:?} of {key:?} is not a valid value"
+            ));
         }
     }
     for requirement in selector.match_expressions.iter().flatten() {
         let key = &requirement.key;
         if !is_qualified_name(key) {
-            return Err(format!("matchExpressions key {key:?} is not a valid property name"));
+            return Err(format!(
+                "matchExpressions key {key:?} is not a valid property name"
+            ));
         }
         let values = requirement.values.as_deref().unwrap_or_default();
         match requirement.operator.as_str() {
             "In" | "NotIn" => {
                 if values.is_empty() {
-                    return Err(format!("{} on {key:?} needs at least one value", requirement.operator));
+                    return Err(format!(
+                        "{} on {key:?} needs at least one value",
+                        requirement.operator
+                    ));
                 }
                 if let Some(bad) = values.iter().find(|v| !value_ok(v)) {
                     return Err(format!("value {bad:?} of {key:?} is not a valid value"));
@@ -106,7 +117,10 @@ fn entry(selector: &LabelSelector) -> Result<(), String> {
             }
             "Exists" | "DoesNotExist" => {
                 if !values.is_empty() {
-                    return Err(format!("{} on {key:?} takes no values", requirement.operator));
+                    return Err(format!(
+                        "{} on {key:?} takes no values",
+                        requirement.operator
+                    ));
                 }
             }
             other => {

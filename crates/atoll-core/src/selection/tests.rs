@@ -18,9 +18,21 @@ fn selectors(json: &str) -> Vec<ClusterSelector> {
 /// c1, c2 in region a (zone a1, a2), c3 in region b; which of them serve.
 fn fleet(serving: [bool; 3]) -> Vec<(String, BTreeMap<String, String>, bool)> {
     vec![
-        ("c1".into(), props(&[("region", "a"), ("zone", "a1")]), serving[0]),
-        ("c2".into(), props(&[("region", "a"), ("zone", "a2")]), serving[1]),
-        ("c3".into(), props(&[("region", "b"), ("zone", "b1")]), serving[2]),
+        (
+            "c1".into(),
+            props(&[("region", "a"), ("zone", "a1")]),
+            serving[0],
+        ),
+        (
+            "c2".into(),
+            props(&[("region", "a"), ("zone", "a2")]),
+            serving[1],
+        ),
+        (
+            "c3".into(),
+            props(&[("region", "b"), ("zone", "b1")]),
+            serving[2],
+        ),
     ]
 }
 
@@ -41,7 +53,8 @@ fn run(
     (s.decided_by, s.active.into_iter().collect())
 }
 
-const SAME_REGION: &str = r#"[{"propertySelector": {"matchLabels": {"region": "@SameAsImporter@"}}}]"#;
+const SAME_REGION: &str =
+    r#"[{"propertySelector": {"matchLabels": {"region": "@SameAsImporter@"}}}]"#;
 
 #[test]
 fn same_region_while_it_serves_then_every_cluster() {
@@ -75,7 +88,10 @@ fn selectors_are_tried_in_order() {
             {"propertySelector": {"matchLabels": {"region": "@SameAsImporter@"}}}]"#,
     );
     let importer = props(&[("region", "a"), ("zone", "a1")]);
-    assert_eq!(run(&list, &importer, &fleet([true, true, true])), (Some(0), vec!["c1".into()]));
+    assert_eq!(
+        run(&list, &importer, &fleet([true, true, true])),
+        (Some(0), vec!["c1".into()])
+    );
     assert_eq!(
         run(&list, &importer, &fleet([false, true, true])),
         (Some(1), vec!["c1".into(), "c2".into()])
@@ -92,7 +108,10 @@ fn in_and_not_in_take_the_placeholder_and_plain_values() {
     let not_mine = selectors(
         r#"[{"propertySelector": {"matchExpressions": [{"key": "region", "operator": "NotIn", "values": ["@SameAsImporter@"]}]}}]"#,
     );
-    assert_eq!(run(&not_mine, &importer, &fleet([true; 3])), (Some(0), vec!["c3".into()]));
+    assert_eq!(
+        run(&not_mine, &importer, &fleet([true; 3])),
+        (Some(0), vec!["c3".into()])
+    );
     let listed = selectors(
         r#"[{"propertySelector": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a2", "b1"]}]}}]"#,
     );
@@ -104,7 +123,30 @@ fn in_and_not_in_take_the_placeholder_and_plain_values() {
         r#"[{"propertySelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}},
             {"propertySelector": {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}, {"key": "region", "operator": "In", "values": ["b"]}]}}]"#,
     );
-    assert_eq!(run(&exists, &importer, &fleet([true; 3])), (Some(1), vec!["c3".into()]));
+    assert_eq!(
+        run(&exists, &importer, &fleet([true; 3])),
+        (Some(1), vec!["c3".into()])
+    );
+}
+
+#[test]
+fn not_in_and_does_not_exist_select_clusters_without_the_property() {
+    let mut clusters = fleet([false, false, false]);
+    clusters.push(("c4".into(), props(&[("zone", "x1")]), true));
+    let not_in_a = selectors(
+        r#"[{"propertySelector": {"matchExpressions": [{"key": "region", "operator": "NotIn", "values": ["a"]}]}}]"#,
+    );
+    assert_eq!(
+        run(&not_in_a, &props(&[]), &clusters),
+        (Some(0), vec!["c3".into(), "c4".into()])
+    );
+    let unplaced = selectors(
+        r#"[{"propertySelector": {"matchExpressions": [{"key": "region", "operator": "DoesNotExist"}]}}]"#,
+    );
+    assert_eq!(
+        run(&unplaced, &props(&[]), &clusters),
+        (Some(0), vec!["c4".into()])
+    );
 }
 
 #[test]
@@ -144,25 +186,42 @@ fn no_selectors_and_an_empty_selector_select_every_cluster() {
 fn malformed_lists_are_refused_with_the_entry_and_reason() {
     let refused = |json: &str| parse(json).unwrap_err().to_string();
     assert!(refused("{").contains("not a JSON list"));
-    assert!(refused(r#"[{}]"#).contains("propertySelector"), "{}", refused(r#"[{}]"#));
-    assert!(refused(r#"[{"propertySelector": {}, "labelSelector": {}}]"#).contains("unknown field"));
+    assert!(
+        refused(r#"[{}]"#).contains("propertySelector"),
+        "{}",
+        refused(r#"[{}]"#)
+    );
+    assert!(
+        refused(r#"[{"propertySelector": {}, "labelSelector": {}}]"#).contains("unknown field")
+    );
     let entry = |index: usize, rest: &str| format!("cluster selector {index}: {rest}");
     assert!(
         refused(r#"[{"propertySelector": {}}, {"propertySelector": {"matchExpressions": [{"key": "region", "operator": "Near"}]}}]"#)
             .starts_with(&entry(1, "operator \"Near\""))
     );
     assert!(
-        refused(r#"[{"propertySelector": {"matchExpressions": [{"key": "region", "operator": "In"}]}}]"#)
-            .contains("needs at least one value")
+        refused(
+            r#"[{"propertySelector": {"matchExpressions": [{"key": "region", "operator": "In"}]}}]"#
+        )
+        .contains("needs at least one value")
     );
     assert!(
         refused(r#"[{"propertySelector": {"matchExpressions": [{"key": "region", "operator": "Exists", "values": ["a"]}]}}]"#)
             .contains("takes no values")
     );
-    assert!(refused(r#"[{"propertySelector": {"matchLabels": {"bad key!": "a"}}}]"#).contains("not a valid property name"));
-    assert!(refused(r#"[{"propertySelector": {"matchLabels": {"region": "not a value"}}}]"#).contains("not a valid value"));
+    assert!(
+        refused(r#"[{"propertySelector": {"matchLabels": {"bad key!": "a"}}}]"#)
+            .contains("not a valid property name")
+    );
+    assert!(
+        refused(r#"[{"propertySelector": {"matchLabels": {"region": "not a value"}}}]"#)
+            .contains("not a valid value")
+    );
     let seventeen = format!("[{}]", vec![r#"{"propertySelector": {}}"#; 17].join(","));
-    assert_eq!(refused(&seventeen), "17 cluster selectors: at most 16 are allowed");
+    assert_eq!(
+        refused(&seventeen),
+        "17 cluster selectors: at most 16 are allowed"
+    );
     let sixteen = format!("[{}]", vec![r#"{"propertySelector": {}}"#; 16].join(","));
     assert_eq!(parse(&sixteen).map(|l| l.len()), Ok(16));
 }
@@ -171,7 +230,10 @@ fn malformed_lists_are_refused_with_the_entry_and_reason() {
 fn the_kep_shape_round_trips() {
     let list = selectors(SAME_REGION);
     let json = serde_json::to_string(&list).unwrap();
-    assert_eq!(json, r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#);
+    assert_eq!(
+        json,
+        r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#
+    );
     assert_eq!(parse(&json), Ok(list));
 }
 
@@ -183,17 +245,28 @@ fn arb_selector() -> impl Strategy<Value = ClusterSelector> {
     ];
     let key = prop_oneof![Just("region".to_owned()), Just("zone".to_owned())];
     let labels = proptest::collection::btree_map(key.clone(), value.clone(), 0..2);
-    let requirement = (key, prop_oneof![Just("In"), Just("NotIn"), Just("Exists"), Just("DoesNotExist")], proptest::collection::vec(value, 1..3))
+    let requirement = (
+        key,
+        prop_oneof![
+            Just("In"),
+            Just("NotIn"),
+            Just("Exists"),
+            Just("DoesNotExist")
+        ],
+        proptest::collection::vec(value, 1..3),
+    )
         .prop_map(|(key, op, values)| LabelSelectorRequirement {
             key,
             operator: op.to_owned(),
             values: matches!(op, "In" | "NotIn").then_some(values),
         });
-    (labels, proptest::collection::vec(requirement, 0..2)).prop_map(|(labels, requirements)| ClusterSelector {
-        property_selector: LabelSelector {
-            match_labels: Some(labels),
-            match_expressions: Some(requirements),
-        },
+    (labels, proptest::collection::vec(requirement, 0..2)).prop_map(|(labels, requirements)| {
+        ClusterSelector {
+            property_selector: LabelSelector {
+                match_labels: Some(labels),
+                match_expressions: Some(requirements),
+            },
+        }
     })
 }
 
@@ -201,16 +274,21 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 
 fn arb_cluster() -> impl Strategy<Value = (BTreeMap<String, String>, bool)> {
     let v = prop_oneof![Just("a"), Just("b"), Just("c")];
-    (proptest::option::of(v.clone()), proptest::option::of(v), any::<bool>()).prop_map(|(r, z, serving)| {
-        let mut p = BTreeMap::new();
-        if let Some(r) = r {
-            p.insert("region".to_owned(), r.to_owned());
-        }
-        if let Some(z) = z {
-            p.insert("zone".to_owned(), z.to_owned());
-        }
-        (p, serving)
-    })
+    (
+        proptest::option::of(v.clone()),
+        proptest::option::of(v),
+        any::<bool>(),
+    )
+        .prop_map(|(r, z, serving)| {
+            let mut p = BTreeMap::new();
+            if let Some(r) = r {
+                p.insert("region".to_owned(), r.to_owned());
+            }
+            if let Some(z) = z {
+                p.insert("zone".to_owned(), z.to_owned());
+            }
+            (p, serving)
+        })
 }
 
 proptest! {
