@@ -76,7 +76,8 @@ fn matches(
     properties: &BTreeMap<String, String>,
 ) -> bool {
     let labels_hold = selector.match_labels.iter().flatten().all(|(key, value)| {
-        resolve(value, key, importer).is_some_and(|v| properties.get(key).map(String::as_str) == Some(v))
+        resolve(value, key, importer)
+            .is_some_and(|v| properties.get(key).map(String::as_str) == Some(v))
     });
     labels_hold
         && selector
