@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
-use super::{ClusterSelector, SAME_AS_IMPORTER};
+use super::selector::{ClusterSelector, SAME_AS_IMPORTER};
 
 /// A cluster that exports the service, as one importer sees it.
 #[derive(Clone, Copy, Debug)]
