@@ -92,9 +92,14 @@ build_prometheus() {
   fi
   local candidate tmp
   candidate=$(apt-cache policy prometheus | awk '/Candidate:/ {print $2}')
+  if [ -z "$candidate" ] || [ "$candidate" = "(none)" ]; then
+    log "no package lists for prometheus yet: apt-get update"
+    apt-get update -qq
+    candidate=$(apt-cache policy prometheus | awk '/Candidate:/ {print $2}')
+  fi
   case $candidate in
     "$PROMETHEUS_VERSION"+*) ;;
-    *) die "Debian's archive offers prometheus '$candidate', not $PROMETHEUS_VERSION: update PROMETHEUS_VERSION in hack/versions.env (or run make setup for the package lists)" ;;
+    *) die "Debian's archive offers prometheus '$candidate', not $PROMETHEUS_VERSION: update PROMETHEUS_VERSION in hack/versions.env" ;;
   esac
   log "unpacking Debian's prometheus $candidate (prometheus, promtool)"
   tmp=$(mktemp -d)
