@@ -37,6 +37,18 @@ pub struct KindLabels {
     pub kind: String,
 }
 
+/// The kinds the agent writes (`kind` of `atoll_agent_api_writes` and `..._api_write_errors`).
+pub const WRITTEN_KINDS: &[&str] = &[
+    "ConfigMap",
+    "EndpointSlice",
+    "ExportedEndpointSlice",
+    "ExportedService",
+    "Lease",
+    "Service",
+    "ServiceExport",
+    "ServiceImport",
+];
+
 /// Every metric the agent exports.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -143,6 +155,16 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every metric under the `atoll_agent` prefix.
     pub fn register(&self, registry: &mut Registry) {
+        // Every kind's failure counter exists from the start at 0: a counter that first appears
+        // with the value of a burst of failures shows Prometheus no increase, so alerts on
+        // write failures (AtollAPIWritesFailing) would miss the first burst.
+        for kind in WRITTEN_KINDS {
+            self.write_errors
+                .get_or_create(&KindLabels {
+                    kind: (*kind).to_owned(),
+                })
+                .inc_by(0);
+        }
         let r = registry.sub_registry_with_prefix("atoll_agent");
         r.register(
             "hub_records",

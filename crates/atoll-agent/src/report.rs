@@ -179,6 +179,15 @@ mod tests {
     }
 
     #[test]
+    fn every_written_kinds_failure_counter_starts_at_zero() {
+        let text = exposed(&Metrics::default());
+        for kind in crate::metrics::WRITTEN_KINDS {
+            let line = format!("atoll_agent_api_write_errors_total{{kind=\"{kind}\"}} 0");
+            assert!(text.contains(&line), "no {line} in {text}");
+        }
+    }
+
+    #[test]
     fn reported_problems_are_only_those_of_the_last_pass() {
         let mut reported = Reported::default();
         let mut report = Report {

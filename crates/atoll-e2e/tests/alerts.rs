@@ -341,7 +341,10 @@ async fn alerts_fire_while_faults_happen_and_resolve_when_they_end() -> anyhow::
     let mut marks: Vec<(&str, u64)> = Vec::new();
 
     // A forged record: a member's record in its own hub namespace that claims to be c3's.
-    let forger = HubMember::join(&set, "e2e-alerts-forger").await?;
+    // A fresh id per run: the last run's forger may still be leaving (its hub namespace
+    // terminating), and joining under that id again would fail.
+    let forger_id = format!("forger-{}", ns.name);
+    let forger = HubMember::join(&set, &forger_id).await?;
     let beat = forger.heartbeat();
     let forger_guard = {
         let forger = forger.clone();
@@ -363,7 +366,7 @@ async fn alerts_fire_while_faults_happen_and_resolve_when_they_end() -> anyhow::
         .create(&PostParams::default(), &record)
         .await?;
     let rejected = [
-        ("cluster", "e2e-alerts-forger"),
+        ("cluster", forger_id.as_str()),
         ("job", "atoll-agent-metrics-c3"),
     ];
     prometheus
@@ -380,7 +383,7 @@ async fn alerts_fire_while_faults_happen_and_resolve_when_they_end() -> anyhow::
     prometheus
         .wait_resolved(
             "AtollMemberRecordsRejected",
-            &[("cluster", "e2e-alerts-forger")],
+            &[("cluster", forger_id.as_str())],
         )
         .await?;
     drop(forger_guard);
