@@ -22,7 +22,9 @@ use atoll_testing::mcs::{
 };
 use atoll_testing::membership::kubectl;
 
-use atoll_testing::{ClusterSet, Undo, agent_admin_port, fixtures, metric, wait_for};
+use atoll_testing::{
+    ClusterSet, Undo, agent_admin_port, fixtures, metric, metric_samples, wait_for,
+};
 use kube::api::DeleteParams;
 
 /// The grace `hack/agents.sh` gives the agents.
@@ -233,6 +235,11 @@ async fn members_with_2s_and_10s_heartbeats_side_by_side_write_nothing_while_idl
     fixtures::agents_with_rhythm("restart", &["c2"], 10, 40)?;
     wait_import_clusters(c3, &ns.name, "slow", 1).await?;
     let settled = settled_snapshot(&set, &ns.name, "slow").await?;
+    // Namespaces earlier tests deleted are withdrawn while they terminate (their members'
+    // claims move, and every importer keeps the accepted epochs): the ClusterSet is idle only
+    // once they are gone.
+    set.wait_no_terminating_namespaces(Duration::from_secs(180))
+        .await?;
     // c2's restart began a new term, so its claim epoch moved: c3 keeps accepted epochs in its
     // liveness ConfigMap in batches (at most one write per batch), the last write the restart
     // causes. Idle starts after it.
@@ -240,7 +247,8 @@ async fn members_with_2s_and_10s_heartbeats_side_by_side_write_nothing_while_idl
     let port = agent_admin_port(2)?;
     let writes = || async { metric(port, "atoll_agent_api_writes_total").await };
     let heartbeats = || async { metric(port, "atoll_agent_heartbeats_total").await };
-    let (w0, h0) = (writes().await?, heartbeats().await?);
+    let by_kind = || async { metric_samples(port, "atoll_agent_api_writes_total").await };
+    let (w0, h0, k0) = (writes().await?, heartbeats().await?, by_kind().await?);
     // Five of c2's intervals: never stale, never withdrawn, nothing rewritten.
     let watched = Instant::now();
     while watched.elapsed() < Duration::from_secs(50) {
@@ -251,10 +259,17 @@ async fn members_with_2s_and_10s_heartbeats_side_by_side_write_nothing_while_idl
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    let (w1, h1) = (writes().await?, heartbeats().await?);
+    let (w1, h1, k1) = (writes().await?, heartbeats().await?, by_kind().await?);
     let idle_writes = (w1 - w0) - (h1 - h0);
+    let written: Vec<String> = k1
+        .iter()
+        .filter_map(|(labels, n)| {
+            let delta = n - k0.get(labels).copied().unwrap_or(0.0);
+            (delta != 0.0).then(|| format!("{labels}: {delta}"))
+        })
+        .collect();
     eprintln!(
-        "2 s and 10 s heartbeats side by side: c3 wrote {idle_writes} objects in 50 s idle ({} heartbeats)",
+        "2 s and 10 s heartbeats side by side: c3 wrote {idle_writes} objects in 50 s idle ({} heartbeats; all writes by kind: {written:?})",
         h1 - h0
     );
     assert_eq!(idle_writes, 0.0, "writes while idle");

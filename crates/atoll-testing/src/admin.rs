@@ -60,6 +60,29 @@ pub async fn metric_labelled(
         .sum())
 }
 
+/// Every sample of metric `name` from the admin server on 127.0.0.1:`port`, by its label set
+/// as exposed (`kind="Lease",verb="apply"`; empty when it has no labels).
+pub async fn metric_samples(
+    port: u16,
+    name: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, f64>> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    Ok(body
+        .lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
+        .filter_map(|l| {
+            let labels = l
+                .split_once('{')
+                .and_then(|(_, rest)| rest.split_once('}'))
+                .map_or("", |(s, _)| s);
+            Some((
+                labels.to_owned(),
+                l.rsplit(' ').next()?.parse::<f64>().ok()?,
+            ))
+        })
+        .collect())
+}
+
 /// Waits until metric `name` on the admin server at 127.0.0.1:`port` is exactly `want`
 /// (gauges and counters hold whole numbers, so the comparison is exact).
 pub async fn wait_metric(port: u16, name: &str, want: f64) -> anyhow::Result<()> {

@@ -111,6 +111,42 @@ impl ClusterSet {
         })
     }
 
+    /// Waits until no namespace is being deleted in any member: what earlier tests left
+    /// terminating is still being withdrawn (records deleted, claims renewed, epochs kept)
+    /// until it is gone, so a test that measures an idle ClusterSet starts after it.
+    pub async fn wait_no_terminating_namespaces(
+        &self,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<()> {
+        crate::wait::wait_for("no namespace terminating", timeout, || async {
+            let mut terminating = Vec::new();
+            for member in &self.members {
+                let list = Api::<Namespace>::all(member.client.clone())
+                    .list(&Default::default())
+                    .await
+                    .with_context(|| format!("listing namespaces of {}", member.context))?;
+                terminating.extend(
+                    list.items
+                        .iter()
+                        .filter(|n| n.metadata.deletion_timestamp.is_some())
+                        .map(|n| {
+                            format!(
+                                "{}/{}",
+                                member.context,
+                                n.metadata.name.as_deref().unwrap_or_default()
+                            )
+                        }),
+                );
+            }
+            Ok(if terminating.is_empty() {
+                Ok(())
+            } else {
+                Err(terminating)
+            })
+        })
+        .await
+    }
+
     /// Creates a namespace with a fresh name starting with `prefix` in every member.
     pub async fn namespace(&self, prefix: &str) -> anyhow::Result<TestNamespace> {
         self.namespace_in(prefix, &self.members).await
