@@ -96,6 +96,10 @@ pub struct ExportedServiceSpec {
     /// `spec.exportedAnnotations` of the ServiceExport.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub exported_annotations: BTreeMap<String, String>,
+    /// KEP-5939's ordered cluster selectors of the export (validated by the member; importers
+    /// check them again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_selectors: Vec<crate::cluster_selector::ClusterSelector>,
 }
 
 /// One member's copy of one EndpointSlice of an exported Service: the endpoints importers turn

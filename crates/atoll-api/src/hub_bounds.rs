@@ -101,6 +101,10 @@ pub fn record_bounds() -> Vec<(Vec<&'static str>, Value)> {
             vec!["exportedAnnotations", "*"],
             json!({"maxLength": ANNOTATIONS}),
         ),
+        (
+            vec!["clusterSelectors"],
+            json!({"maxItems": crate::cluster_selector::MAX_SELECTORS}),
+        ),
     ]);
     out.extend(
         port_bounds()

@@ -6,6 +6,7 @@
 //! * [`about`]: KEP-2149 `about.k8s.io` ClusterProperty, which carries the cluster id.
 //! * [`hub`]: the records members publish on the hub (`hub.atoll.dev` ExportedService and
 //!   ExportedEndpointSlice).
+//! * [`cluster_selector`]: KEP-5939's cluster selector entry (alpha).
 //! * [`inventory`]: KEP-4322 ClusterProfile, one per member on the hub.
 //! * [`dns_name`]: DNS names as users give them (a zone, a forwarding target's host), checked.
 //! * [`keys`]: namespace and name of a service ([`keys::ServiceKey`]) or of one object
@@ -17,6 +18,7 @@
 //! This crate has no Kubernetes client and no async runtime: it is data only.
 
 pub mod about;
+pub mod cluster_selector;
 pub mod condition;
 pub mod crd;
 pub mod dns_name;

@@ -29,6 +29,8 @@ pub mod export_condition {
     /// `Valid=False` (Atoll's own reason): the ClusterSet's namespace policy excludes the
     /// export's namespace.
     pub const REASON_NAMESPACE_EXCLUDED: &str = "NamespaceExcluded";
+    /// `Valid=False` (KEP-5939): the export's cluster selectors are malformed.
+    pub const REASON_INVALID_CLUSTER_SELECTOR: &str = "InvalidClusterSelector";
     /// `Ready=True` in a push model: the export reached the shared control plane.
     pub const REASON_EXPORTED: &str = "Exported";
     /// `Ready=True` in a pull model.
@@ -46,6 +48,8 @@ pub mod export_condition {
     pub const REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT: &str = "InternalTrafficPolicyConflict";
     pub const REASON_TRAFFIC_DISTRIBUTION_CONFLICT: &str = "TrafficDistributionConflict";
     pub const REASON_IP_FAMILY_CONFLICT: &str = "IPFamilyConflict";
+    /// KEP-5939: exports of one service carry different cluster selector lists.
+    pub const REASON_CLUSTER_SELECTORS_CONFLICT: &str = "ClusterSelectorsConflict";
 }
 
 /// ServiceImport condition types and reasons, as the upstream mcs-api v0.5.2 types name them.
@@ -67,6 +71,12 @@ pub struct ServiceExportSpec {
     /// Annotations to put on the ServiceImport.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub exported_annotations: BTreeMap<String, String>,
+    /// KEP-5939's `clusterSelectors`, read when a CRD in the cluster has the field. Not in the
+    /// schema Atoll installs (identical to upstream's, which does not have it yet); the
+    /// annotation `atoll.dev/cluster-selectors` carries the list meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub cluster_selectors: Option<Vec<crate::cluster_selector::ClusterSelector>>,
 }
 
 /// Status of a ServiceExport.

@@ -24,17 +24,32 @@ pub enum Validity {
     InvalidServiceType(String),
     /// The ClusterSet's namespace policy excludes the namespace (the message says how).
     NamespaceExcluded(String),
+    /// KEP-5939: cluster selectors on a headless Service (its clients resolve every endpoint
+    /// through DNS; selection applies to a ClusterSetIP's endpoints).
+    HeadlessWithSelectors,
+    /// KEP-5939: the export's cluster selectors are malformed (the message says how).
+    InvalidClusterSelector(String),
 }
 
 impl Validity {
-    /// Validates the Service an export refers to.
-    pub fn of(service: Option<&Service>) -> Self {
+    /// Validates an export and the Service it refers to.
+    pub fn of(export: &ServiceExport, service: Option<&Service>) -> Self {
         let Some(service) = service else {
             return Self::NoService;
         };
-        match service.spec.as_ref().and_then(|s| s.type_.as_deref()) {
-            Some("ExternalName") => Self::InvalidServiceType("ExternalName".to_owned()),
-            _ => Self::Valid,
+        let spec = service.spec.as_ref();
+        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+            return Self::InvalidServiceType("ExternalName".to_owned());
+        }
+        match crate::selection::of_export(export) {
+            Err(e) => Self::InvalidClusterSelector(e.to_string()),
+            Ok(selectors)
+                if !selectors.is_empty()
+                    && spec.and_then(|s| s.cluster_ip.as_deref()) == Some("None") =>
+            {
+                Self::HeadlessWithSelectors
+            }
+            Ok(_) => Self::Valid,
         }
     }
 
@@ -56,6 +71,16 @@ impl Validity {
                 false,
                 export_condition::REASON_NAMESPACE_EXCLUDED,
                 format!("{why}; change the policy on the hub to export from here"),
+            ),
+            Self::HeadlessWithSelectors => (
+                false,
+                export_condition::REASON_INVALID_SERVICE_TYPE,
+                "cluster selectors apply to ClusterSetIP services only, and this Service is headless; remove the selectors or give the Service a cluster IP".to_owned(),
+            ),
+            Self::InvalidClusterSelector(why) => (
+                false,
+                export_condition::REASON_INVALID_CLUSTER_SELECTOR,
+                format!("{why}; the export is not published until the selectors are fixed"),
             ),
         }
     }
@@ -105,6 +130,8 @@ pub fn record(cluster: &str, export: &ServiceExport, service: &Service) -> Expor
         traffic_distribution: spec.traffic_distribution,
         exported_labels: export_spec.exported_labels,
         exported_annotations: export_spec.exported_annotations,
+        // Checked by `Validity::of` before a record is built.
+        cluster_selectors: crate::selection::of_export(export).unwrap_or_default(),
     };
     let mut object = ExportedService::new(&hub::record_name(&namespace, &name), record);
     object.metadata.namespace = Some(hub::namespace_for(cluster));
@@ -191,20 +218,84 @@ mod tests {
         e
     }
 
+    fn with_selectors(annotation: &str) -> ServiceExport {
+        let mut e = mk_export();
+        e.metadata.annotations = Some(BTreeMap::from([(
+            crate::selection::SELECTORS_ANNOTATION.to_owned(),
+            annotation.to_owned(),
+        )]));
+        e
+    }
+
+    const REGIONAL: &str =
+        r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#;
+
     #[test]
     fn validity_follows_the_service() {
-        assert_eq!(Validity::of(None), Validity::NoService);
+        let e = mk_export();
+        assert_eq!(Validity::of(&e, None), Validity::NoService);
         assert_eq!(
-            Validity::of(Some(&mk_service("ClusterIP", "10.0.0.1"))),
+            Validity::of(&e, Some(&mk_service("ClusterIP", "10.0.0.1"))),
             Validity::Valid
         );
         assert_eq!(
-            Validity::of(Some(&mk_service("NodePort", "10.0.0.1"))),
+            Validity::of(&e, Some(&mk_service("NodePort", "10.0.0.1"))),
             Validity::Valid
         );
-        let external = Validity::of(Some(&mk_service("ExternalName", "")));
+        let external = Validity::of(&e, Some(&mk_service("ExternalName", "")));
         assert_eq!(external.condition().1, "InvalidServiceType");
         assert!(!external.condition().0);
+    }
+
+    #[test]
+    fn cluster_selectors_are_validated_with_the_keps_reasons() {
+        let clusterset_ip = mk_service("ClusterIP", "10.0.0.1");
+        let headless = mk_service("ClusterIP", "None");
+        assert_eq!(
+            Validity::of(&with_selectors(REGIONAL), Some(&clusterset_ip)),
+            Validity::Valid
+        );
+        let on_headless = Validity::of(&with_selectors(REGIONAL), Some(&headless));
+        assert_eq!(on_headless, Validity::HeadlessWithSelectors);
+        assert_eq!(on_headless.condition().1, "InvalidServiceType");
+        // An empty list selects nothing to refuse: a headless Service may carry it.
+        assert_eq!(
+            Validity::of(&with_selectors("[]"), Some(&headless)),
+            Validity::Valid
+        );
+        for bad in [
+            "not json",
+            r#"[{"propertySelector":{"matchExpressions":[{"key":"region","operator":"Near"}]}}]"#,
+            r#"[{"propertySelector":{},"weight":3}]"#,
+        ] {
+            let verdict = Validity::of(&with_selectors(bad), Some(&clusterset_ip));
+            let (ok, reason, message) = verdict.condition();
+            assert!(!ok, "{bad}");
+            assert_eq!(reason, "InvalidClusterSelector", "{bad}");
+            assert!(message.contains("selector"), "{message}");
+        }
+    }
+
+    #[test]
+    fn the_spec_field_wins_over_the_annotation() {
+        let mut e = with_selectors("not json");
+        e.spec = Some(atoll_api::multicluster::ServiceExportSpec {
+            cluster_selectors: Some(crate::selection::parse(REGIONAL).unwrap()),
+            ..Default::default()
+        });
+        let service = mk_service("ClusterIP", "10.0.0.1");
+        assert_eq!(Validity::of(&e, Some(&service)), Validity::Valid);
+        let r = record("c2", &e, &service);
+        assert_eq!(
+            r.spec.cluster_selectors,
+            crate::selection::parse(REGIONAL).unwrap()
+        );
+        assert!(
+            record("c2", &mk_export(), &service)
+                .spec
+                .cluster_selectors
+                .is_empty()
+        );
     }
 
     #[test]

@@ -140,6 +140,13 @@ pub fn service_import(
             derived_service_name(&merged.namespace, &merged.name),
         );
     }
+    // The import shows the selectors it uses (KEP-5939 puts them in its spec; the upstream
+    // CRD does not have the field yet).
+    if !merged.cluster_selectors.is_empty()
+        && let Ok(text) = serde_json::to_string(&merged.cluster_selectors)
+    {
+        annotations.insert(crate::selection::SELECTORS_ANNOTATION.to_owned(), text);
+    }
     object.metadata.annotations = (!annotations.is_empty()).then_some(annotations);
     object.status = Some(ServiceImportStatus {
         clusters: merged

@@ -26,6 +26,7 @@ fn mk_record(
         traffic_distribution: None,
         exported_labels: BTreeMap::from([("team".to_owned(), "a".to_owned())]),
         exported_annotations: BTreeMap::new(),
+        cluster_selectors: Vec::new(),
     }
 }
 
@@ -138,6 +139,26 @@ fn clusterset_ip_import_has_derived_service_with_the_import_ports() {
     );
     assert_eq!(import.metadata.labels.unwrap()["team"], "a");
     assert_eq!(import.spec.unwrap().ips, vec!["10.101.0.9"]);
+    assert!(
+        !annotations.contains_key(crate::selection::SELECTORS_ANNOTATION),
+        "no selectors, no annotation"
+    );
+}
+
+#[test]
+fn the_import_shows_the_cluster_selectors_it_uses() {
+    let text = r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#;
+    let mut r = mk_record(
+        "c1",
+        0,
+        vec![port("tcp", "TCP", 42)],
+        ServiceImportType::ClusterSetIP,
+    );
+    r.cluster_selectors = crate::selection::parse(text).unwrap();
+    let m = merge(&[&r]).unwrap();
+    let import = service_import(&m, vec!["10.101.0.9".into()], vec!["IPv4".into()]);
+    let annotations = import.metadata.annotations.unwrap();
+    assert_eq!(annotations[crate::selection::SELECTORS_ANNOTATION], text);
 }
 
 #[test]

@@ -26,6 +26,7 @@ pub enum ConflictKind {
     IpFamily,
     Labels,
     Annotations,
+    ClusterSelectors,
 }
 
 impl ConflictKind {
@@ -42,6 +43,7 @@ impl ConflictKind {
             Self::IpFamily => reason::REASON_IP_FAMILY_CONFLICT,
             Self::Labels => reason::REASON_LABELS_CONFLICT,
             Self::Annotations => reason::REASON_ANNOTATIONS_CONFLICT,
+            Self::ClusterSelectors => reason::REASON_CLUSTER_SELECTORS_CONFLICT,
         }
     }
 
@@ -57,6 +59,7 @@ impl ConflictKind {
             Self::IpFamily => "ipFamilies",
             Self::Labels => "exportedLabels",
             Self::Annotations => "exportedAnnotations",
+            Self::ClusterSelectors => "clusterSelectors",
         }
     }
 }
@@ -116,6 +119,8 @@ pub struct MergedService {
     pub labels: BTreeMap<String, String>,
     /// Annotations for the ServiceImport, from the winner's `exportedAnnotations`.
     pub annotations: BTreeMap<String, String>,
+    /// KEP-5939: the winner's cluster selectors (the whole list: lists are compared whole).
+    pub cluster_selectors: Vec<atoll_api::cluster_selector::ClusterSelector>,
     /// Exporting clusters, sorted.
     pub clusters: Vec<String>,
     /// The cluster whose export has precedence.
@@ -249,6 +254,11 @@ fn merge_ranked(records: Vec<(&ExportedServiceSpec, Time)>) -> Option<MergedServ
             &record.cluster,
             record.exported_annotations != w.exported_annotations,
         );
+        note(
+            ConflictKind::ClusterSelectors,
+            &record.cluster,
+            record.cluster_selectors != w.cluster_selectors,
+        );
     }
     ports.sort_by(|a, b| {
         (a.name.as_deref(), protocol(a), a.port).cmp(&(b.name.as_deref(), protocol(b), b.port))
@@ -281,6 +291,7 @@ fn merge_ranked(records: Vec<(&ExportedServiceSpec, Time)>) -> Option<MergedServ
         spec,
         labels: winner.exported_labels.clone(),
         annotations: winner.exported_annotations.clone(),
+        cluster_selectors: winner.cluster_selectors.clone(),
         clusters,
         winner: winner.cluster.clone(),
         oldest_export: oldest,

@@ -29,6 +29,7 @@ fn on_hub(cluster: &str, claimed: i64, hub: i64, type_: ServiceImportType) -> Ex
         traffic_distribution: None,
         exported_labels: BTreeMap::new(),
         exported_annotations: BTreeMap::new(),
+        cluster_selectors: Vec::new(),
     };
     let mut record = ExportedService::new("demo.dual", spec);
     record.metadata.namespace = Some(atoll_api::hub::namespace_for(cluster));

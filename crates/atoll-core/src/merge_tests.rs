@@ -24,6 +24,7 @@ fn mk_record(cluster: &str, created_secs: i64, ports: Vec<ServicePort>) -> Expor
         traffic_distribution: None,
         exported_labels: BTreeMap::new(),
         exported_annotations: BTreeMap::new(),
+        cluster_selectors: Vec::new(),
     }
 }
 
@@ -251,4 +252,48 @@ proptest! {
             prop_assert!(m.cluster_ports.values().any(|ps| ps.contains(p)));
         }
     }
+}
+
+#[test]
+fn different_cluster_selector_lists_conflict_and_the_oldest_list_wins() {
+    let regional = crate::selection::parse(
+        r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#,
+    )
+    .unwrap();
+    let zonal = crate::selection::parse(
+        r#"[{"propertySelector":{"matchLabels":{"zone":"@SameAsImporter@"}}},{"propertySelector":{}}]"#,
+    )
+    .unwrap();
+    let mut oldest = mk_record("c2", 0, hello_ports());
+    oldest.cluster_selectors = regional.clone();
+    let mut newer = mk_record("c1", 10, hello_ports());
+    newer.cluster_selectors = zonal.clone();
+    let m = merge(&[&newer, &oldest]).unwrap();
+    assert_eq!(m.winner, "c2");
+    assert_eq!(m.cluster_selectors, regional);
+    assert_eq!(m.conflicts.reason(), "ClusterSelectorsConflict");
+    assert!(m.conflicts.message("c2").contains("clusterSelectors"));
+    assert_eq!(m.conflicts.disagreeing, BTreeSet::from(["c1".to_owned()]));
+
+    // Lists are compared whole: the same entries in another order differ.
+    let mut reordered = zonal.clone();
+    reordered.reverse();
+    newer.cluster_selectors = reordered;
+    oldest.cluster_selectors = zonal.clone();
+    assert_eq!(
+        merge(&[&newer, &oldest]).unwrap().conflicts.reason(),
+        "ClusterSelectorsConflict"
+    );
+    // Equal lists, and none on either side, do not conflict.
+    newer.cluster_selectors = zonal;
+    assert!(!merge(&[&newer, &oldest]).unwrap().conflicts.any());
+    newer.cluster_selectors.clear();
+    oldest.cluster_selectors.clear();
+    assert!(!merge(&[&newer, &oldest]).unwrap().conflicts.any());
+    // One side without selectors disagrees with one with them.
+    oldest.cluster_selectors = regional;
+    assert_eq!(
+        merge(&[&newer, &oldest]).unwrap().conflicts.reason(),
+        "ClusterSelectorsConflict"
+    );
 }

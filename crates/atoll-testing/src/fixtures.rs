@@ -133,9 +133,37 @@ pub async fn export(
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect(),
         exported_annotations: BTreeMap::new(),
+        cluster_selectors: None,
     });
     let mut object = ServiceExport::new(name, spec);
     object.metadata.namespace = Some(ns.to_owned());
+    Api::<ServiceExport>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .with_context(|| format!("applying ServiceExport {ns}/{name}"))?;
+    Ok(())
+}
+
+/// Applies the ServiceExport `ns/name` with an empty spec and exactly these annotations
+/// (server-side apply: an annotation left out of a later call is removed).
+pub async fn export_annotated(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    annotations: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    let mut object = ServiceExport::new(name, None);
+    object.metadata.namespace = Some(ns.to_owned());
+    object.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
     Api::<ServiceExport>::namespaced(client.clone(), ns)
         .patch(
             name,

@@ -49,7 +49,7 @@ pub(super) fn plan(
         let service = services.get(&key).copied();
         let verdict = match crate::namespaces::excluded(policy, &key.namespace) {
             Some(why) => Validity::NamespaceExcluded(why),
-            None => Validity::of(service),
+            None => Validity::of(export, service),
         };
         if let (Validity::Valid, Some(service)) = (&verdict, service) {
             let record = export::record(cluster, export, service);

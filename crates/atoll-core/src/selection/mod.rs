@@ -18,5 +18,5 @@ mod tests;
 pub use eval::{Candidate, Selection, select};
 pub use selector::{
     ACTIVE_LABEL, ClusterSelector, MAX_SELECTORS, SAME_AS_IMPORTER, SELECTORS_ANNOTATION,
-    SelectorError, parse, validate,
+    SelectorError, of_export, parse, validate,
 };

@@ -1,8 +1,10 @@
 //! The list of cluster selectors an export carries: its shape, where it is read from, and what
 //! makes it invalid.
 
+pub use atoll_api::cluster_selector::{ClusterSelector, MAX_SELECTORS};
+use atoll_api::v1beta1::ServiceExport;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::validate::names::{is_label_value, is_qualified_name};
 
@@ -17,17 +19,6 @@ pub const SAME_AS_IMPORTER: &str = "@SameAsImporter@";
 /// consumers select `multicluster.kubernetes.io/active!=false`.
 pub const ACTIVE_LABEL: &str = "multicluster.kubernetes.io/active";
 
-/// At most this many selectors (the KEP's MaxItems).
-pub const MAX_SELECTORS: usize = 16;
-
-/// One entry of `clusterSelectors`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterSelector {
-    /// Matched against a cluster's ClusterProperty values (property name as key).
-    pub property_selector: LabelSelector,
-}
-
 /// Why a list of selectors is refused (the message of `InvalidClusterSelector`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
@@ -41,12 +32,48 @@ pub enum SelectorError {
     Entry { index: usize, problem: String },
 }
 
+/// An entry as a user writes it: a field other than `propertySelector` is a mistake to
+/// report, not to drop.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Strict {
+    property_selector: LabelSelector,
+}
+
 /// The selectors of an annotation value (validated).
 pub fn parse(annotation: &str) -> Result<Vec<ClusterSelector>, SelectorError> {
-    let selectors: Vec<ClusterSelector> =
+    let strict: Vec<Strict> =
         serde_json::from_str(annotation).map_err(|e| SelectorError::Malformed(e.to_string()))?;
+    let selectors: Vec<ClusterSelector> = strict
+        .into_iter()
+        .map(|s| ClusterSelector {
+            property_selector: s.property_selector,
+        })
+        .collect();
     validate(&selectors)?;
     Ok(selectors)
+}
+
+/// The selectors of an export (validated): `spec.clusterSelectors` when a CRD in the cluster
+/// has the field (it wins), else the annotation [`SELECTORS_ANNOTATION`], else none.
+pub fn of_export(export: &ServiceExport) -> Result<Vec<ClusterSelector>, SelectorError> {
+    if let Some(field) = export
+        .spec
+        .as_ref()
+        .and_then(|s| s.cluster_selectors.as_ref())
+    {
+        validate(field)?;
+        return Ok(field.clone());
+    }
+    match export
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SELECTORS_ANNOTATION))
+    {
+        Some(text) => parse(text),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Checks a list as the apiserver checks a label selector, plus the KEP's rules: at most
