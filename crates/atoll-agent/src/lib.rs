@@ -41,6 +41,10 @@ pub async fn run(
     let ranges = stores::Ranges {
         service_cidrs: stores::serves_service_cidrs(&config.member).await,
         denied: config.denied_cidrs.clone(),
+        every_profile: match &config.profile {
+            Some(key) => stores::reads_every_profile(&config.hub, &key.namespace).await,
+            None => false,
+        },
     };
     if !ranges.service_cidrs {
         tracing::warn!(

@@ -51,7 +51,7 @@ pub struct Stores {
     pub policies: Store<NamespacePolicy>,
     /// Member: its ClusterProperties.
     pub properties: Store<ClusterProperty>,
-    /// Hub: this member's ClusterProfile, once joined.
+    /// Hub: every member's ClusterProfile, once joined.
     pub profile: Option<Store<ClusterProfile>>,
     /// Member: its ServiceCIDRs, where the API serves them (networking.k8s.io/v1, Kubernetes
     /// 1.33 on): other members' endpoints there are refused.
@@ -169,13 +169,20 @@ impl Stores {
                 keep_name_and_addresses,
                 dirty::wake_only(d()),
             ),
+            // Every member's profile: its own is kept mirroring its ClusterProperties, and
+            // the others' properties decide which clusters KEP-5939 selectors pick (a change
+            // re-plans every service; properties change rarely).
             profile: profile.map(|key| {
                 atoll_watch::reflect_with(
                     Api::namespaced(h.clone(), &key.namespace),
-                    all().fields(&format!("metadata.name={}", key.name)),
+                    if ranges.every_profile {
+                        all()
+                    } else {
+                        all().fields(&format!("metadata.name={}", key.name))
+                    },
                     WATCH_PROFILE,
                     atoll_watch::keep_all,
-                    dirty::wake_only(d()),
+                    dirty::everything(d()),
                 )
             }),
         }
@@ -294,7 +301,7 @@ const WATCH_HUB_SLICES: &str = "hub ExportedEndpointSlices";
 const WATCH_POLICIES: &str = "hub NamespacePolicies";
 const WATCH_LEASES: &str = "hub heartbeat Leases";
 const WATCH_PROPERTIES: &str = "member ClusterProperties";
-const WATCH_PROFILE: &str = "hub ClusterProfile";
+const WATCH_PROFILE: &str = "hub ClusterProfiles";
 const WATCH_SERVICE_CIDRS: &str = "member ServiceCIDRs";
 const WATCH_NODES: &str = "member Nodes";
 
@@ -320,6 +327,23 @@ pub struct Ranges {
     pub service_cidrs: bool,
     /// Ranges the operator denies besides (`--deny-endpoint-cidrs`).
     pub denied: Vec<atoll_core::validate::Cidr>,
+    /// Whether to watch every member's ClusterProfile (see [`reads_every_profile`]) rather
+    /// than this member's own only.
+    pub every_profile: bool,
+}
+
+/// Whether this member's hub credentials may list every ClusterProfile in `namespace`
+/// (members joined before KEP-5939 selectors may read only their own: their agents then watch
+/// that one, and selectors see no other member's properties until `atoll join` is re-run).
+pub async fn reads_every_profile(hub: &Client, namespace: &str) -> bool {
+    let api = Api::<ClusterProfile>::namespaced(hub.clone(), namespace);
+    match api.list(&kube::api::ListParams::default().limit(1)).await {
+        Ok(_) => true,
+        Err(error) => {
+            tracing::warn!(%error, namespace, "cannot list the ClusterProfiles on the hub: this member's hub credentials predate cluster selectors (re-run `atoll join` for this member to grant it); cluster selectors match no other member's properties meanwhile");
+            false
+        }
+    }
 }
 
 /// Whether `member` serves ServiceCIDRs (networking.k8s.io/v1): GA in Kubernetes 1.33; on an

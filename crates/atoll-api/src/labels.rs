@@ -4,6 +4,9 @@
 pub const SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
 /// On an MCS EndpointSlice: the cluster id of the cluster whose endpoints the slice holds.
 pub const SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
+/// On an MCS EndpointSlice (KEP-5939): `"false"` when the importer's cluster selectors leave its
+/// cluster out; consumers select `multicluster.kubernetes.io/active!=false`.
+pub const ACTIVE: &str = "multicluster.kubernetes.io/active";
 /// On every EndpointSlice: who manages it. MCS slices must not claim the core controller.
 pub const ENDPOINTSLICE_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
 /// The value of [`ENDPOINTSLICE_MANAGED_BY`] on slices Atoll writes.

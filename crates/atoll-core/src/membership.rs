@@ -355,19 +355,18 @@ pub fn hub_objects(id: &ClusterId, uid: &str, clusterset: &str) -> HubObjects {
         },
         inventory,
         profile,
-        // Its own ClusterProfile: read it, and write its status only (the agent mirrors the
-        // member's ClusterProperties there); its spec and labels are the hub's.
+        // Every ClusterProfile: read them (KEP-5939's cluster selectors are matched against
+        // the other members' properties, which their profiles mirror); its own: write its
+        // status only (the agent mirrors the member's ClusterProperties there); the spec and
+        // labels are the hub's.
         profile_role: Role {
             metadata: meta(Some(INVENTORY_NAMESPACE), &profile_role_name, id, uid),
             rules: Some(vec![
-                PolicyRule {
-                    resource_names: Some(vec![id.to_string()]),
-                    ..rule(
-                        &[atoll_api::multicluster::GROUP],
-                        &["clusterprofiles"],
-                        READ,
-                    )
-                },
+                rule(
+                    &[atoll_api::multicluster::GROUP],
+                    &["clusterprofiles"],
+                    READ,
+                ),
                 PolicyRule {
                     resource_names: Some(vec![id.to_string()]),
                     ..rule(
@@ -741,9 +740,14 @@ mod tests {
         assert_eq!(reader[0].verbs, ["get", "list", "watch"]);
         let profile = objects.profile_role.rules.unwrap();
         for rule in &profile {
+            let writes = rule
+                .verbs
+                .iter()
+                .any(|v| v != "get" && v != "list" && v != "watch");
             assert_eq!(
                 rule.resource_names.as_deref(),
-                Some(&["east".to_owned()][..])
+                writes.then_some(&["east".to_owned()][..]),
+                "every profile is read, only its own is written: {rule:?}"
             );
         }
         // Writes reach the status only: the profile's spec and labels stay the hub's.

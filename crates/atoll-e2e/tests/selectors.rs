@@ -159,3 +159,144 @@ async fn different_selector_lists_conflict_and_the_oldest_list_is_imported() -> 
     }
     ns.cleanup().await
 }
+
+/// Gives `member` the ClusterProperty `region` = `value`.
+async fn set_region(member: &atoll_testing::Member, value: &str) -> anyhow::Result<()> {
+    use atoll_api::about::v1beta1::ClusterProperty;
+    use kube::api::{Patch, PatchParams};
+    let property = ClusterProperty::new(
+        "region",
+        Some(atoll_api::about::ClusterPropertySpec {
+            value: value.to_owned(),
+        }),
+    );
+    kube::Api::<ClusterProperty>::all(member.client.clone())
+        .patch(
+            "region",
+            &PatchParams::apply("atoll-e2e").force(),
+            &Patch::Apply(&property),
+        )
+        .await?;
+    Ok(())
+}
+
+/// `(source cluster, active label, has kube-proxy's service-name label, endpoints)` of the
+/// MCS slices of `ns/name` in `member`, sorted.
+async fn marks(
+    member: &atoll_testing::Member,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<(String, String, bool, usize)>> {
+    let mut out: Vec<_> = atoll_testing::mcs::mcs_slices(member, ns, name)
+        .await?
+        .iter()
+        .filter_map(|s| {
+            let l = s.metadata.labels.as_ref()?;
+            Some((
+                l.get(atoll_api::labels::SOURCE_CLUSTER)?.clone(),
+                l.get(atoll_api::labels::ACTIVE)
+                    .cloned()
+                    .unwrap_or_default(),
+                l.contains_key(atoll_api::labels::KUBERNETES_SERVICE_NAME),
+                s.endpoints.len(),
+            ))
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+fn want(rows: &[(&str, &str, usize)]) -> Vec<(String, String, bool, usize)> {
+    rows.iter()
+        .map(|(c, active, n)| ((*c).to_owned(), (*active).to_owned(), *active == "true", *n))
+        .collect()
+}
+
+async fn wait_marks(
+    member: &atoll_testing::Member,
+    ns: &str,
+    rows: &[(&str, &str, usize)],
+) -> anyhow::Result<()> {
+    let wanted = want(rows);
+    atoll_testing::wait_for(
+        &format!("MCS slices of {ns}/hello in {}: {wanted:?}", member.context),
+        Duration::from_secs(40),
+        || async {
+            let got = marks(member, ns, "hello").await?;
+            Ok(if got == wanted { Ok(()) } else { Err(got) })
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn importers_use_their_own_region_while_it_serves_and_fail_over_when_it_does_not()
+-> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("selectors-region").await?;
+    let _regions = atoll_testing::Undo::new(|| {
+        for context in ["kwok-c1", "kwok-c2", "kwok-c3"] {
+            let _ = atoll_testing::membership::kubectl(
+                &set,
+                context,
+                &["delete", "clusterproperty", "region", "--ignore-not-found"],
+            );
+        }
+    });
+    let (c1, c2, c3) = (&set.members[0], &set.members[1], &set.members[2]);
+    for (member, region) in [(c1, "a"), (c2, "a"), (c3, "b")] {
+        set_region(member, region).await?;
+        deploy_service(member, &ns.name, "hello", 1, HELLO_PORTS, false).await?;
+        fixtures::export_annotated(
+            &member.client,
+            &ns.name,
+            "hello",
+            &[(SELECTORS_ANNOTATION, REGIONAL)],
+        )
+        .await?;
+    }
+    // Region a's importers use c1 and c2; region b's uses c3.
+    wait_marks(
+        c1,
+        &ns.name,
+        &[("c1", "true", 1), ("c2", "true", 1), ("c3", "false", 1)],
+    )
+    .await?;
+    wait_marks(
+        c3,
+        &ns.name,
+        &[("c1", "false", 1), ("c2", "false", 1), ("c3", "true", 1)],
+    )
+    .await?;
+
+    // Region a has no endpoints left (its clusters' slices go): c1 fails over to every
+    // cluster, and c3 serves.
+    let failing = std::time::Instant::now();
+    for member in [c1, c2] {
+        fixtures::deployment(&member.client, &ns.name, "hello", 0).await?;
+    }
+    wait_marks(c1, &ns.name, &[("c3", "true", 1)]).await?;
+    eprintln!(
+        "region a scaled to zero: c1 uses c3 {:.1} s later",
+        failing.elapsed().as_secs_f64()
+    );
+    // Back: traffic returns to region a.
+    for member in [c1, c2] {
+        fixtures::deployment(&member.client, &ns.name, "hello", 1).await?;
+    }
+    wait_marks(
+        c1,
+        &ns.name,
+        &[("c1", "true", 1), ("c2", "true", 1), ("c3", "false", 1)],
+    )
+    .await?;
+    // c3 changes region: c1 and c2 are no longer its neighbours.
+    set_region(c3, "a").await?;
+    wait_marks(
+        c3,
+        &ns.name,
+        &[("c1", "true", 1), ("c2", "true", 1), ("c3", "true", 1)],
+    )
+    .await?;
+    ns.cleanup().await
+}

@@ -18,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::input::{Feedback, Observed, Refusal};
 use super::output::{ImportApply, ImportStatus, MemberWrites};
 use super::report::{self, HubKind, Rejected, Report};
+use super::selected::{self, Properties};
 use crate::conditions::{VipProblem, import_ready, same_conditions, source_clusters};
 use crate::diff::{already_applied, owned, same_own_annotations};
 use crate::import::{self, Dropped, EndpointCheck};
@@ -54,6 +55,8 @@ struct Here<'a> {
     /// This member's cluster id: its own endpoints are not judged by `policy`.
     own: &'a str,
     policy: AddressPolicy,
+    /// Cluster properties, for KEP-5939 cluster selectors.
+    properties: Properties,
 }
 
 /// What the plan wants to exist in this member; everything else Atoll owns goes.
@@ -137,6 +140,7 @@ pub(super) fn plan(
         liveness: &observed.liveness,
         own,
         policy: address_policy(observed),
+        properties: Properties::of(observed, own),
     };
 
     let mut writes = MemberWrites::default();
@@ -342,6 +346,7 @@ fn import_service(
         }
     }
 
+    let mut per_cluster = Vec::with_capacity(m.clusters.len());
     for cluster in &m.clusters {
         let source = here
             .copies
@@ -360,6 +365,14 @@ fn import_service(
                  count,
              }| dropped(copy, HubKind::Endpoint, problem, count),
         ));
+        per_cluster.push((cluster.clone(), slices));
+    }
+    if let Some(selection) = selected::mark(m, &here.properties, &mut per_cluster) {
+        report
+            .selections
+            .insert(ServiceKey::new(&m.namespace, &m.name), selection);
+    }
+    for (_, slices) in per_cluster {
         for slice in slices {
             let slice_key = ObjectKey::of(&slice.metadata);
             if !here

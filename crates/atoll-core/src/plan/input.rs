@@ -41,7 +41,7 @@ pub struct Observed {
     pub policies: Vec<Arc<NamespacePolicy>>,
     /// Member: its ClusterProperties.
     pub properties: Vec<Arc<ClusterProperty>>,
-    /// Hub: this member's ClusterProfile, when it has one.
+    /// Hub: every member's ClusterProfile (its own among them), once it is joined.
     pub profiles: Vec<Arc<ClusterProfile>>,
     /// Member: its ServiceCIDRs, the ranges of its Services' cluster IPs (another member's
     /// endpoint there would send traffic to this cluster's own Services).

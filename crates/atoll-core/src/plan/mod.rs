@@ -16,6 +16,7 @@ mod output;
 mod pinned;
 mod report;
 pub mod scope;
+mod selected;
 #[cfg(test)]
 mod tests;
 

@@ -91,6 +91,9 @@ pub struct Report {
     pub excluded: Vec<ServiceKey>,
     /// Services merged by the pass: what it cost (a pass over a few services merges those).
     pub merged: usize,
+    /// KEP-5939: for each imported service with cluster selectors, the clusters this member
+    /// uses and the selector that decided.
+    pub selections: BTreeMap<ServiceKey, crate::selection::Selection>,
 }
 
 impl Report {
@@ -120,6 +123,8 @@ impl Report {
         self.skipped.extend(pass.skipped);
         self.excluded.retain(|k| !scope.contains(k));
         self.excluded.extend(pass.excluded);
+        self.selections.retain(|k, _| !scope.contains(k));
+        self.selections.extend(pass.selections);
         self.merged = pass.merged;
     }
 }

@@ -939,3 +939,4 @@ fn a_forged_record_left_out_of_the_liveness_view_is_still_reported() {
 mod hostile;
 mod pinned;
 mod scoped;
+mod selectors;

@@ -15,9 +15,8 @@ pub const SELECTORS_ANNOTATION: &str = "atoll.dev/cluster-selectors";
 /// The value that stands for "the importing cluster's own value of this property".
 pub const SAME_AS_IMPORTER: &str = "@SameAsImporter@";
 
-/// The label on MCS EndpointSlices: `"false"` when the slice's cluster is not selected;
-/// consumers select `multicluster.kubernetes.io/active!=false`.
-pub const ACTIVE_LABEL: &str = "multicluster.kubernetes.io/active";
+/// The label on MCS EndpointSlices: `"false"` when the slice's cluster is not selected.
+pub const ACTIVE_LABEL: &str = atoll_api::labels::ACTIVE;
 
 /// Why a list of selectors is refused (the message of `InvalidClusterSelector`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

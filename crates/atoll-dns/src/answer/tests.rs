@@ -208,6 +208,40 @@ fn headless_answers_ready_endpoints_of_every_cluster() {
 }
 
 #[test]
+fn a_cluster_the_selectors_leave_out_is_not_answered() {
+    let web = mk_import(
+        "demo",
+        "web",
+        ServiceImportType::Headless,
+        &[],
+        &[("tcp", "TCP", 42)],
+    );
+    let active = mk_slice("demo", "web", "c1", "IPv4", &[("10.201.0.1", None, true)]);
+    let mut inactive = mk_slice("demo", "web", "c2", "IPv4", &[("10.202.0.1", None, true)]);
+    let mark = |slice: &mut EndpointSlice, value: &str| {
+        if let Some(labels) = slice.metadata.labels.as_mut() {
+            labels.insert(atoll_api::labels::ACTIVE.to_owned(), value.to_owned());
+        }
+    };
+    let mut marked_active = active.clone();
+    mark(&mut marked_active, "true");
+    mark(&mut inactive, "false");
+    let z = Zone::build(
+        &ZoneConfig::default(),
+        &[&web],
+        &[&marked_active, &inactive],
+    );
+    let m = ask(&z, "web.demo.svc.clusterset.local.", RecordType::A);
+    assert_eq!(ips(&m), vec![ip("10.201.0.1")]);
+    let left_out = ask(
+        &z,
+        "10-202-0-1.c2.web.demo.svc.clusterset.local.",
+        RecordType::A,
+    );
+    assert_eq!(left_out.metadata.response_code, ResponseCode::NXDomain);
+}
+
+#[test]
 fn headless_srv_has_one_record_per_endpoint_and_port() {
     let m = ask(&zone(), "web.demo.svc.clusterset.local.", RecordType::SRV);
     let targets = srv(&m);

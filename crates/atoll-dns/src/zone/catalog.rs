@@ -108,9 +108,12 @@ impl SliceRecord {
                 })
             })
             .collect();
+        // KEP-5939: a cluster the importer's selectors leave out serves no answers.
+        let inactive = labels.get(labels::ACTIVE).map(String::as_str) == Some("false");
         let endpoints = slice
             .endpoints
             .iter()
+            .filter(|_| !inactive)
             .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
             .filter_map(|e| {
                 let addresses: Vec<IpAddr> =
