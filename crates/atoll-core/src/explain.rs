@@ -49,6 +49,9 @@ pub struct Facts {
     pub slices: Vec<EndpointSlice>,
     /// What `atoll dns` answers for the service's name here: response code and addresses.
     pub dns: Option<(String, Vec<IpAddr>)>,
+    /// Cluster properties by cluster id (this member's own, and the others' as their
+    /// ClusterProfiles mirror them), for KEP-5939 cluster selectors.
+    pub properties: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 /// One hop of the service's path.
@@ -111,6 +114,15 @@ impl<'f> Trace<'f> {
         self.merge(&trusted);
         self.member_namespace()?;
         let import = self.service_import(trusted.len())?;
+        let f = self.facts;
+        if let Some(v) = selection::verdict(&f.member, Some(import), &f.slices, &f.properties) {
+            self.hops.push(Hop {
+                name: format!("cluster selection in {}", f.member),
+                ok: v.ok,
+                detail: v.detail,
+                fix: v.fix,
+            });
+        }
         self.endpoints()?;
         self.dns(import);
         ControlFlow::Continue(())
@@ -370,16 +382,25 @@ impl<'f> Trace<'f> {
     fn endpoints(&mut self) -> ControlFlow<()> {
         let f = self.facts;
         let hop = format!("endpoints in {}", f.member);
+        // Inactive clusters' slices (KEP-5939) serve no traffic here.
         let ready: usize = f
             .slices
             .iter()
+            .filter(|s| {
+                s.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(atoll_api::labels::ACTIVE))
+                    .map(String::as_str)
+                    != Some("false")
+            })
             .flat_map(|s| s.endpoints.iter())
             .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
             .count();
         if ready == 0 {
             return self.cut(broken(
                 hop,
-                "no ready endpoint in any MCS EndpointSlice",
+                "no ready endpoint in any active cluster's MCS EndpointSlice",
                 "check the pods behind the Service in the exporting clusters",
             ));
         }
@@ -466,6 +487,9 @@ fn import_ips(import: &ServiceImport) -> Vec<String> {
         .map(|s| s.ips.clone())
         .unwrap_or_default()
 }
+
+#[path = "explain_selection.rs"]
+mod selection;
 
 #[cfg(test)]
 #[path = "explain_tests.rs"]

@@ -63,6 +63,7 @@ fn healthy() -> Facts {
         import: Some(import(true)),
         slices: vec![slice()],
         dns: Some(("NOERROR".into(), vec!["10.101.0.9".parse().unwrap()])),
+        properties: Default::default(),
     }
 }
 
@@ -204,4 +205,90 @@ fn a_dns_answer_without_the_vip_is_broken() {
     let mut f = healthy();
     f.dns = Some(("NXDOMAIN".into(), Vec::new()));
     assert_eq!(first_broken(&f).unwrap().name, "DNS");
+}
+
+/// c3 (region b) imports `web` from c2 (region a) and c4 (region b) with a regional selector;
+/// each cluster's slice is marked `active` as given.
+fn regional(c4_serving: bool, marks: (&str, &str)) -> Facts {
+    let mut f = healthy();
+    let mut import = import(true);
+    import.metadata.annotations = Some(
+        [(
+            crate::selection::SELECTORS_ANNOTATION.to_owned(),
+            r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#.to_owned(),
+        )]
+        .into(),
+    );
+    f.import = Some(import);
+    let slice_of = |cluster: &str, active: &str, ready: bool| -> EndpointSlice {
+        serde_json::from_value(json!({
+            "metadata": { "name": format!("web.{cluster}.ipv4.0"), "namespace": "shop",
+                          "labels": { "multicluster.kubernetes.io/service-name": "web",
+                                      "multicluster.kubernetes.io/source-cluster": cluster,
+                                      "multicluster.kubernetes.io/active": active } },
+            "addressType": "IPv4",
+            "endpoints": [{ "addresses": ["10.202.0.5"],
+                            "conditions": { "ready": ready, "serving": ready } }]
+        }))
+        .unwrap()
+    };
+    f.slices = vec![
+        slice_of("c2", marks.0, true),
+        slice_of("c4", marks.1, c4_serving),
+    ];
+    let region = |r: &str| [("region".to_owned(), r.to_owned())].into();
+    f.properties = [
+        ("c2".to_owned(), region("a")),
+        ("c3".to_owned(), region("b")),
+        ("c4".to_owned(), region("b")),
+    ]
+    .into();
+    f
+}
+
+fn selection_hop(f: &Facts) -> Hop {
+    explain(f)
+        .into_iter()
+        .find(|h| h.name == "cluster selection in c3")
+        .expect("a selection hop")
+}
+
+#[test]
+fn the_selection_hop_names_the_deciding_selector_and_the_active_clusters() {
+    let hop = selection_hop(&regional(true, ("false", "true")));
+    assert!(hop.ok, "{hop:?}");
+    assert!(hop.detail.contains("selector 1 of 1"), "{}", hop.detail);
+    assert!(
+        hop.detail.contains("active c4; inactive c2"),
+        "{}",
+        hop.detail
+    );
+    // c4 stops serving: nothing picks a serving cluster, every cluster is used.
+    let hop = selection_hop(&regional(false, ("true", "true")));
+    assert!(hop.ok, "{hop:?}");
+    assert!(
+        hop.detail.contains("every cluster is used"),
+        "{}",
+        hop.detail
+    );
+    assert!(
+        hop.detail.contains("active c2, c4; inactive none"),
+        "{}",
+        hop.detail
+    );
+}
+
+#[test]
+fn slices_marked_otherwise_than_the_selectors_pick_are_a_broken_hop() {
+    let f = regional(true, ("true", "true"));
+    let hop = first_broken(&f).expect("a broken hop");
+    assert_eq!(hop.name, "cluster selection in c3");
+    assert!(hop.detail.contains("mark c2, c4 active"), "{}", hop.detail);
+    assert!(hop.fix.unwrap().contains("ClusterProfile"));
+    // Without selectors there is no selection hop.
+    assert!(
+        explain(&healthy())
+            .iter()
+            .all(|h| !h.name.starts_with("cluster selection"))
+    );
 }

@@ -268,6 +268,26 @@ async fn importers_use_their_own_region_while_it_serves_and_fail_over_when_it_do
         &[("c1", "false", 1), ("c2", "false", 1), ("c3", "true", 1)],
     )
     .await?;
+    // `atoll explain` from c3 names the selector that decided and the clusters it uses.
+    let kubeconfig = set.kubeconfig.display().to_string();
+    let service = format!("{}/hello", ns.name);
+    let out = atoll_testing::membership::atoll(&[
+        "explain",
+        &service,
+        "--kubeconfig",
+        &kubeconfig,
+        "--context",
+        "kwok-c3",
+    ])?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let hop = stdout
+        .lines()
+        .find(|l| l.contains("cluster selection in c3"))
+        .unwrap_or_default();
+    assert!(
+        hop.contains("selector 1 of 1") && hop.contains("active c3; inactive c1, c2"),
+        "atoll explain:\n{stdout}"
+    );
 
     // Region a has no endpoints left (its clusters' slices go): c1 fails over to every
     // cluster, and c3 serves.

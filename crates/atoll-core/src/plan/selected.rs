@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 
 use atoll_api::inventory::ClusterProfile;
 use atoll_api::labels;
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::input::Observed;
 use crate::merge::MergedService;
-use crate::selection::{ACTIVE_LABEL, Candidate, Selection, select, validate};
+use crate::selection::{ACTIVE_LABEL, Candidate, Selection, select, serving, validate};
 
 /// Property values by name: the importer's own, and every member's as its ClusterProfile on
 /// the hub mirrors them.
@@ -50,15 +50,6 @@ fn profile_properties(profile: &ClusterProfile) -> BTreeMap<String, String> {
         .flat_map(|s| s.properties.iter())
         .map(|p| (p.name.clone(), p.value.clone()))
         .collect()
-}
-
-/// Ready, or serving while terminating (unset conditions count as true, as Kubernetes
-/// defines them).
-fn serving(endpoint: &Endpoint) -> bool {
-    let conditions = endpoint.conditions.as_ref();
-    let ready = conditions.and_then(|c| c.ready).unwrap_or(true);
-    let serving = conditions.and_then(|c| c.serving).unwrap_or(ready);
-    ready || serving
 }
 
 /// Evaluates `merged`'s selectors for this importer over the clusters' slices (each cluster's

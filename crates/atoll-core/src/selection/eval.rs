@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::discovery::v1::Endpoint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use super::selector::{ClusterSelector, SAME_AS_IMPORTER};
@@ -15,6 +16,15 @@ pub struct Candidate<'a> {
     /// Whether it has at least one ready or serving endpoint for the service here (a withdrawn
     /// cluster has none).
     pub serving: bool,
+}
+
+/// Whether an endpoint counts as serving for selection: ready, or serving while terminating
+/// (unset conditions count as true, as Kubernetes defines them).
+pub fn serving(endpoint: &Endpoint) -> bool {
+    let conditions = endpoint.conditions.as_ref();
+    let ready = conditions.and_then(|c| c.ready).unwrap_or(true);
+    let serving = conditions.and_then(|c| c.serving).unwrap_or(ready);
+    ready || serving
 }
 
 /// Which clusters one importer uses for a service.

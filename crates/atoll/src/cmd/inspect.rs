@@ -479,7 +479,9 @@ pub async fn explain_service(args: ExplainArgs) -> anyhow::Result<bool> {
         )
         .map(|(code, addresses)| (code.to_owned(), addresses))
     });
+    let properties = cluster_properties(&c.member, &c.hub, &c.id).await;
     let facts = Facts {
+        properties,
         namespace: ns.to_owned(),
         name: name.to_owned(),
         member: c.id.clone(),
@@ -517,4 +519,44 @@ pub async fn explain_service(args: ExplainArgs) -> anyhow::Result<bool> {
             Ok(true)
         }
     }
+}
+
+/// Cluster properties by cluster id, for KEP-5939 selectors: this member's from its
+/// ClusterProperties, the others' from their ClusterProfiles on the hub. What cannot be read
+/// is left out (the selection hop then shows the properties it had).
+async fn cluster_properties(
+    member: &Client,
+    hub: &Client,
+    own: &str,
+) -> BTreeMap<String, BTreeMap<String, String>> {
+    use atoll_api::about::v1beta1::ClusterProperty;
+    use atoll_api::inventory::ClusterProfile;
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    if let Ok(profiles) =
+        Api::<ClusterProfile>::namespaced(hub.clone(), atoll_core::membership::INVENTORY_NAMESPACE)
+            .list(&ListParams::default())
+            .await
+    {
+        for p in profiles.items {
+            let values = p
+                .status
+                .iter()
+                .flat_map(|s| s.properties.iter())
+                .map(|q| (q.name.clone(), q.value.clone()))
+                .collect();
+            out.insert(p.name_any(), values);
+        }
+    }
+    if let Ok(own_properties) = Api::<ClusterProperty>::all(member.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        let values = own_properties
+            .items
+            .into_iter()
+            .filter_map(|p| Some((p.metadata.name?, p.spec?.value)))
+            .collect();
+        out.insert(own.to_owned(), values);
+    }
+    out
 }
