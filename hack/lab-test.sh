@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Traffic tests in the running data-plane lab (make lab-up first): real packets from a pod of
 # c1 through kube-proxy's nftables rules to pods of c2 and c3, names resolved by the pod's
-# resolver through c1's CoreDNS and `atoll dns`. The isolation checks run first; nothing runs if
-# one fails. Prints "lab traffic: N passed, N failed". Usage: hack/lab-test.sh
+# resolver through c1's CoreDNS and `atoll dns`; then KEP-5939 locality (hack/lab-locality.sh).
+# The isolation checks run first; nothing runs if one fails. Prints "lab traffic: N passed, N failed". Usage: hack/lab-test.sh
 set -euo pipefail
 HACK=$(cd "$(dirname "$0")" && pwd)
 . "$HACK/lab-env.sh"
@@ -145,5 +145,8 @@ check "the $(wc -w <<<"$c3_namespaces") deleted pods of c3 lost their network na
   eventually 60 gone
 
 for c in c1 c2 c3; do k "$c" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; done
+
+# shellcheck source=lab-locality.sh
+. "$HACK/lab-locality.sh"
 echo "lab traffic: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -19,6 +19,15 @@ pub fn slice_name(service: &str, cluster: &str, address_type: &str, index: usize
     )
 }
 
+/// The name of an MCS EndpointSlice while KEP-5939 selectors leave its cluster out. A slice
+/// changes its name (is replaced) rather than its labels when its cluster becomes active or
+/// inactive: kube-proxy ignores an update that drops `kubernetes.io/service-name` and would keep
+/// routing to the endpoints it had, but it drops a deleted slice's. Service names and cluster
+/// ids have no dots, so no active slice of any service can have this name.
+pub fn inactive_slice_name(active: &str) -> String {
+    format!("{active}.inactive")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,9 @@
 //! KEP-5939 on the import side: which exporting clusters this importer uses for a service with
 //! cluster selectors, and the MCS slices marked accordingly. An inactive cluster's slices carry
-//! `multicluster.kubernetes.io/active: "false"` and lose `kubernetes.io/service-name`, so
-//! kube-proxy (which knows nothing of the label) programs only the active clusters' endpoints
-//! for the derived Service; an active cluster's carry `"true"`. Slices of services without
+//! `multicluster.kubernetes.io/active: "false"`, lose `kubernetes.io/service-name` and take
+//! another name (see `crate::mcs_names::inactive_slice_name`: the active slice is deleted, which
+//! kube-proxy honours), so kube-proxy (which knows nothing of the label) programs only the
+//! active clusters' endpoints for the derived Service; an active cluster's carry `"true"`. Slices of services without
 //! selectors are left as they were (no label).
 
 use std::collections::BTreeMap;
@@ -81,6 +82,11 @@ pub fn mark(
             l.insert(ACTIVE_LABEL.to_owned(), active.to_string());
             if !active {
                 l.remove(labels::KUBERNETES_SERVICE_NAME);
+                slice.metadata.name = slice
+                    .metadata
+                    .name
+                    .as_deref()
+                    .map(crate::mcs_names::inactive_slice_name);
             }
         }
     }

@@ -84,6 +84,14 @@ fn the_importers_region_is_used_while_it_serves_and_the_rest_when_it_does_not() 
     let mut world = regional_world(REGIONAL, true);
     world.converge();
     assert_eq!(marks(&world), [mark("c2", true), mark("c3", false)]);
+    // An inactive slice has a name of its own: a cluster changing sides is a delete (which
+    // kube-proxy honours) and a create, never a relabelling kube-proxy would ignore.
+    let mut slice_names = names(&world.observed.mcs_slices, |s| &s.metadata);
+    slice_names.sort();
+    assert_eq!(
+        slice_names,
+        ["demo/hello.c2.ipv4.0", "demo/hello.c3.ipv4.0.inactive"]
+    );
     let plan = world.plan();
     assert_eq!(plan.writes(), 0, "settled: {plan:#?}");
     let selection = &plan.report.selections[&ServiceKey::new(NS, "hello")];
@@ -110,6 +118,13 @@ fn the_importers_region_is_used_while_it_serves_and_the_rest_when_it_does_not() 
     assert_eq!(plan.writes(), 2, "{plan:#?}");
     failed.converge();
     assert_eq!(marks(&failed), [mark("c2", true), mark("c3", true)]);
+    let mut slice_names = names(&failed.observed.mcs_slices, |s| &s.metadata);
+    slice_names.sort();
+    assert_eq!(
+        slice_names,
+        ["demo/hello.c2.ipv4.0", "demo/hello.c3.ipv4.0"],
+        "the inactive slice is gone once its active successor is observed"
+    );
     assert_eq!(
         failed.plan().report.selections[&ServiceKey::new(NS, "hello")].decided_by,
         None
