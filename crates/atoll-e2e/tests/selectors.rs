@@ -15,20 +15,32 @@ const REGIONAL: &str = r#"[{"propertySelector":{"matchLabels":{"region":"@SameAs
 const ZONAL: &str =
     r#"[{"propertySelector":{"matchLabels":{"zone":"@SameAsImporter@"}}},{"propertySelector":{}}]"#;
 
+/// Deploys `name` (one pod; `headless`: `clusterIP: None`) in `member` and exports it with
+/// `selectors` in the annotation.
+async fn deploy_with_selectors(
+    member: &atoll_testing::Member,
+    ns: &str,
+    name: &str,
+    headless: bool,
+    selectors: &str,
+) -> anyhow::Result<()> {
+    deploy_service(member, ns, name, 1, HELLO_PORTS, headless).await?;
+    fixtures::export_annotated(
+        &member.client,
+        ns,
+        name,
+        &[(SELECTORS_ANNOTATION, selectors)],
+    )
+    .await
+}
+
 #[tokio::test]
 async fn malformed_selectors_and_selectors_on_a_headless_service_are_invalid() -> anyhow::Result<()>
 {
     let set = ClusterSet::from_env().await?;
     let ns = set.namespace("selectors-invalid").await?;
     let c2 = &set.members[1];
-    deploy_service(c2, &ns.name, "headless", 1, HELLO_PORTS, true).await?;
-    fixtures::export_annotated(
-        &c2.client,
-        &ns.name,
-        "headless",
-        &[(SELECTORS_ANNOTATION, REGIONAL)],
-    )
-    .await?;
+    deploy_with_selectors(c2, &ns.name, "headless", true, REGIONAL).await?;
     wait_export_condition(
         c2,
         &ns.name,
@@ -39,15 +51,8 @@ async fn malformed_selectors_and_selectors_on_a_headless_service_are_invalid() -
     )
     .await?;
 
-    deploy_service(c2, &ns.name, "typo", 1, HELLO_PORTS, false).await?;
     let typo = r#"[{"propertySelector":{"matchExpressions":[{"key":"region","operator":"Near","values":["a"]}]}}]"#;
-    fixtures::export_annotated(
-        &c2.client,
-        &ns.name,
-        "typo",
-        &[(SELECTORS_ANNOTATION, typo)],
-    )
-    .await?;
+    deploy_with_selectors(c2, &ns.name, "typo", false, typo).await?;
     wait_export_condition(
         c2,
         &ns.name,
@@ -59,14 +64,7 @@ async fn malformed_selectors_and_selectors_on_a_headless_service_are_invalid() -
     .await?;
     // A valid export made after the invalid ones: once every member imports it, their passes
     // saw the invalid ones, so no import of those is a result.
-    deploy_service(c2, &ns.name, "fine", 1, HELLO_PORTS, false).await?;
-    fixtures::export_annotated(
-        &c2.client,
-        &ns.name,
-        "fine",
-        &[(SELECTORS_ANNOTATION, REGIONAL)],
-    )
-    .await?;
+    deploy_with_selectors(c2, &ns.name, "fine", false, REGIONAL).await?;
     for m in &set.members {
         wait_import_clusters(m, &ns.name, "fine", 1).await?;
         for invalid in ["headless", "typo"] {
@@ -91,25 +89,11 @@ async fn different_selector_lists_conflict_and_the_oldest_list_is_imported() -> 
     let set = ClusterSet::from_env().await?;
     let ns = set.namespace("selectors-conflict").await?;
     let (c1, c2, c3) = (&set.members[0], &set.members[1], &set.members[2]);
-    deploy_service(c1, &ns.name, "hello", 1, HELLO_PORTS, false).await?;
-    fixtures::export_annotated(
-        &c1.client,
-        &ns.name,
-        "hello",
-        &[(SELECTORS_ANNOTATION, REGIONAL)],
-    )
-    .await?;
+    deploy_with_selectors(c1, &ns.name, "hello", false, REGIONAL).await?;
     wait_import(c3, &ns.name, "hello", |_| Ok(())).await?;
     // creationTimestamp has 1 s resolution: make the second export clearly younger.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    deploy_service(c2, &ns.name, "hello", 1, HELLO_PORTS, false).await?;
-    fixtures::export_annotated(
-        &c2.client,
-        &ns.name,
-        "hello",
-        &[(SELECTORS_ANNOTATION, ZONAL)],
-    )
-    .await?;
+    deploy_with_selectors(c2, &ns.name, "hello", false, ZONAL).await?;
     for member in [c1, c2] {
         wait_export_condition(
             member,
@@ -246,14 +230,7 @@ async fn importers_use_their_own_region_while_it_serves_and_fail_over_when_it_do
     let (c1, c2, c3) = (&set.members[0], &set.members[1], &set.members[2]);
     for (member, region) in [(c1, "a"), (c2, "a"), (c3, "b")] {
         set_region(member, region).await?;
-        deploy_service(member, &ns.name, "hello", 1, HELLO_PORTS, false).await?;
-        fixtures::export_annotated(
-            &member.client,
-            &ns.name,
-            "hello",
-            &[(SELECTORS_ANNOTATION, REGIONAL)],
-        )
-        .await?;
+        deploy_with_selectors(member, &ns.name, "hello", false, REGIONAL).await?;
     }
     // Region a's importers use c1 and c2; region b's uses c3.
     wait_marks(

@@ -135,11 +135,16 @@ pub async fn export(
         exported_annotations: BTreeMap::new(),
         cluster_selectors: None,
     });
-    let mut object = ServiceExport::new(name, spec);
+    apply_export(client, ns, ServiceExport::new(name, spec)).await
+}
+
+/// Server-side applies `object` as the ServiceExport of `ns`.
+async fn apply_export(client: &Client, ns: &str, mut object: ServiceExport) -> anyhow::Result<()> {
+    let name = object.metadata.name.clone().unwrap_or_default();
     object.metadata.namespace = Some(ns.to_owned());
     Api::<ServiceExport>::namespaced(client.clone(), ns)
         .patch(
-            name,
+            &name,
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(&object),
         )
@@ -157,22 +162,13 @@ pub async fn export_annotated(
     annotations: &[(&str, &str)],
 ) -> anyhow::Result<()> {
     let mut object = ServiceExport::new(name, None);
-    object.metadata.namespace = Some(ns.to_owned());
     object.metadata.annotations = Some(
         annotations
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect(),
     );
-    Api::<ServiceExport>::namespaced(client.clone(), ns)
-        .patch(
-            name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&object),
-        )
-        .await
-        .with_context(|| format!("applying ServiceExport {ns}/{name}"))?;
-    Ok(())
+    apply_export(client, ns, object).await
 }
 
 /// Deletes the ServiceExport `ns/name`.
