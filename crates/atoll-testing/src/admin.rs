@@ -60,6 +60,15 @@ pub async fn metric_labelled(
         .sum())
 }
 
+/// The API writes of the agent whose admin server is on 127.0.0.1:`port`, besides the
+/// renewals of its heartbeat Lease (one per interval, whatever happens: what a benchmark
+/// counts per change or while idle is everything else).
+pub async fn agent_writes_besides_heartbeats(port: u16) -> anyhow::Result<f64> {
+    let writes = metric(port, "atoll_agent_api_writes_total").await?;
+    let heartbeats = metric(port, "atoll_agent_heartbeats_total").await?;
+    Ok(writes - heartbeats)
+}
+
 /// Every sample of metric `name` from the admin server on 127.0.0.1:`port`, by its label set
 /// as exposed (`kind="Lease",verb="apply"`; empty when it has no labels).
 pub async fn metric_samples(

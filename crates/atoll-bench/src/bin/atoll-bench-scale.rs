@@ -11,7 +11,8 @@
 //! * new export -> ServiceImport: a simulated cluster publishes a new service (record, copy,
 //!   claim), until c2's ServiceImport has its VIP (`BENCH_NEW_EXPORTS`, default 20);
 //! * the agent's RSS (now and peak) and CPU seconds while converging, from /proc;
-//! * the agent's API writes per change, and while idle for `BENCH_IDLE_SECONDS` (default 60);
+//! * the agent's API writes besides its heartbeat renewals, per change and while idle for
+//!   `BENCH_IDLE_SECONDS` (default 60);
 //! * withdraw: the simulated clusters stop renewing; until c2 holds none of their imports.
 //!
 //! The agent's pid is `BENCH_AGENT_PID`; the table ends with the targets of the scale issue.
@@ -371,8 +372,9 @@ fn process(pid: u32) -> anyhow::Result<(f64, f64, f64)> {
     Ok((cpu, kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0))
 }
 
+/// The agent's writes besides its heartbeat renewals.
 async fn writes(port: u16) -> anyhow::Result<f64> {
-    atoll_testing::metric(port, "atoll_agent_api_writes_total").await
+    atoll_testing::agent_writes_besides_heartbeats(port).await
 }
 
 /// Waits until the agent has made no write for 2 s (what a phase set off is finished before
