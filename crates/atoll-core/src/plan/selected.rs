@@ -8,13 +8,14 @@
 
 use std::collections::BTreeMap;
 
-use atoll_api::inventory::ClusterProfile;
 use atoll_api::labels;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use super::input::Observed;
 use crate::merge::MergedService;
-use crate::selection::{ACTIVE_LABEL, Candidate, Selection, select, serving, validate};
+use crate::selection::{
+    ACTIVE_LABEL, Candidate, Selection, profile_properties, select, serving, validate,
+};
 
 /// Property values by name: the importer's own, and every member's as its ClusterProfile on
 /// the hub mirrors them.
@@ -42,15 +43,6 @@ impl Properties {
         clusters.insert(own.to_owned(), importer.clone());
         Self { importer, clusters }
     }
-}
-
-fn profile_properties(profile: &ClusterProfile) -> BTreeMap<String, String> {
-    profile
-        .status
-        .iter()
-        .flat_map(|s| s.properties.iter())
-        .map(|p| (p.name.clone(), p.value.clone()))
-        .collect()
 }
 
 /// Evaluates `merged`'s selectors for this importer over the clusters' slices (each cluster's

@@ -18,6 +18,18 @@ pub struct Candidate<'a> {
     pub serving: bool,
 }
 
+/// A cluster's property values by name, as its ClusterProfile on the hub mirrors them.
+pub fn profile_properties(
+    profile: &atoll_api::inventory::ClusterProfile,
+) -> BTreeMap<String, String> {
+    profile
+        .status
+        .iter()
+        .flat_map(|s| s.properties.iter())
+        .map(|p| (p.name.clone(), p.value.clone()))
+        .collect()
+}
+
 /// Whether an endpoint counts as serving for selection: ready, or serving while terminating
 /// (unset conditions count as true, as Kubernetes defines them).
 pub fn serving(endpoint: &Endpoint) -> bool {

@@ -538,13 +538,7 @@ async fn cluster_properties(
             .await
     {
         for p in profiles.items {
-            let values = p
-                .status
-                .iter()
-                .flat_map(|s| s.properties.iter())
-                .map(|q| (q.name.clone(), q.value.clone()))
-                .collect();
-            out.insert(p.name_any(), values);
+            out.insert(p.name_any(), atoll_core::selection::profile_properties(&p));
         }
     }
     if let Ok(own_properties) = Api::<ClusterProperty>::all(member.clone())
