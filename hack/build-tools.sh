@@ -4,7 +4,7 @@
 # kube-scheduler, kubectl (k8s.io/kubernetes through the wrapper module in hack/go/k8s, which
 # replaces every staging module with the matching v0.x.y), etcd (3.6, never Debian's 3.4), kwok,
 # kwokctl, CoreDNS and Helm (crane for `make image` and Prometheus, from Debian, on demand). A tool whose binaries exist and report the right version is skipped, so a
-# warm machine spends seconds here. Usage: hack/build-tools.sh [k8s|kube-proxy|etcd|kwok|coredns|helm|crane|prometheus ...]
+# warm machine spends seconds here. Usage: hack/build-tools.sh [k8s|kube-proxy|node|etcd|kwok|coredns|helm|crane|prometheus ...]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
@@ -81,6 +81,41 @@ build_helm() {
   GOBIN="$HELM_BIN" go install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
     "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+}
+
+# The lab's real nodes (ATOLL_LAB_NODES=real): kubelet (from the Kubernetes module, as the
+# control plane), containerd with its runc shim and ctr, runc (cgo, with seccomp from Debian's
+# libseccomp: containerd gives every sandbox the runtime/default profile), the CNI plugins the
+# node's network uses (bridge, host-local, loopback, portmap) and crictl. cgroup v1 is what this
+# machine has: containerd 2.4 and runc 1.5 still run on it (deprecated), kubelet with
+# failCgroupV1: false.
+build_node() {
+  local ok=1
+  "$K8S_BIN/kubelet" --version 2>/dev/null | grep -qx "Kubernetes $K8S_VERSION" || ok=0
+  "$NODE_BIN/containerd" --version 2>/dev/null | grep -q " $CONTAINERD_VERSION " || ok=0
+  "$NODE_BIN/runc" --version 2>/dev/null | grep -q "^runc version ${RUNC_VERSION#v}$" || ok=0
+  "$NODE_BIN/runc" --version 2>/dev/null | grep -q "^libseccomp: " || ok=0
+  [ -x "$NODE_BIN/cni/bridge" ] && [ -x "$NODE_BIN/cni/host-local" ] && [ -x "$NODE_BIN/crictl" ] || ok=0
+  [ $ok = 1 ] && return 0
+  log "building the lab node: kubelet $K8S_VERSION, containerd $CONTAINERD_VERSION, runc $RUNC_VERSION, CNI plugins $CNI_PLUGINS_VERSION, crictl $CRICTL_VERSION"
+  go_build_k8s k8s.io/kubernetes/cmd/kubelet
+  mkdir -p "$NODE_BIN/cni"
+  GOBIN="$NODE_BIN" go install -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "-s -w" \
+    "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
+    "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
+    "github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION"
+  [ -e /usr/include/seccomp.h ] || {
+    log "installing Debian's libseccomp-dev (runc's seccomp support)"
+    apt-get install -y -qq libseccomp-dev >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libseccomp-dev >/dev/null; }
+  }
+  CGO_ENABLED=1 GOBIN="$NODE_BIN" go install -trimpath -tags seccomp -ldflags "-s -w" \
+    "github.com/opencontainers/runc@$RUNC_VERSION"
+  GOBIN="$NODE_BIN/cni" go install -trimpath -ldflags "-s -w" \
+    "github.com/containernetworking/plugins/plugins/main/bridge@$CNI_PLUGINS_VERSION" \
+    "github.com/containernetworking/plugins/plugins/ipam/host-local@$CNI_PLUGINS_VERSION" \
+    "github.com/containernetworking/plugins/plugins/main/loopback@$CNI_PLUGINS_VERSION" \
+    "github.com/containernetworking/plugins/plugins/meta/portmap@$CNI_PLUGINS_VERSION"
+  GOBIN="$NODE_BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 }
 
 # Prometheus and promtool (alert rule tests, the live-Prometheus e2e test): Debian's package,

@@ -21,8 +21,31 @@ cluster_ready() {
   kubectl --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$1" get --raw /readyz >/dev/null 2>&1
 }
 
+# With the lab's real nodes (ATOLL_LAB_NODES=real, set by hack/lab.sh inside its namespace
+# only): kubelets register their own nodes, so kwok manages only nodes annotated as fake; the
+# apiserver serves on every address of the lab namespace (which has no route out) and advertises
+# the lab's address on the nodes' bridge, so pods reach it through the `kubernetes` Service,
+# its certificate names that address and the Service's ClusterIP (in-cluster configuration
+# verifies it), and it calls kubelets (exec, logs) with the admin client certificate.
+REAL_NODES=${ATOLL_LAB_NODES:-}
+[ -z "$REAL_NODES" ] || [ "$REAL_NODES" = real ] || die "ATOLL_LAB_NODES is '$REAL_NODES': only 'real' (or unset) is known"
+[ -z "$REAL_NODES" ] || [ -n "${ATOLL_LAB_ADDRESS:-}" ] || die "ATOLL_LAB_NODES=real needs ATOLL_LAB_ADDRESS (hack/lab.sh sets both)"
+
 write_config() { # name index -> kwokctl config file path
-  local name=$1 i=$2 file=$ATOLL_ENV_DIR/$1.kwokctl.yaml
+  local name=$1 i=$2 file=$ATOLL_ENV_DIR/$1.kwokctl.yaml advertise=127.0.0.1 sans="" apiserver="" kwok=""
+  local pki=$KWOK_WORKDIR/clusters/$1/pki
+  if [ -n "$REAL_NODES" ]; then
+    advertise=$ATOLL_LAB_ADDRESS
+    sans="  kubeApiserverCertSANs: [\"$ATOLL_LAB_ADDRESS\", \"10.$((100 + i)).0.1\"]"
+    apiserver="  - {key: bind-address, value: 0.0.0.0}
+  - {key: kubelet-client-certificate, value: $pki/admin.crt}
+  - {key: kubelet-client-key, value: $pki/admin.key}
+  - {key: kubelet-preferred-address-types, value: InternalIP}"
+    kwok="- name: kwok-controller
+  extraArgs:
+  - {key: manage-all-nodes, value: \"false\"}
+  - {key: manage-nodes-with-annotation-selector, value: kwok.x-k8s.io/node=fake}"
+  fi
   cat >"$file" <<YAML
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
@@ -39,19 +62,22 @@ options:
   etcdBinary: $ETCD_BIN/etcd
   disableQPSLimits: true
   quietPull: true
+$sans
 componentsPatches:
 - name: kube-apiserver
   extraArgs:
   - key: advertise-address
-    value: 127.0.0.1
+    value: $advertise
   - key: service-cluster-ip-range
     value: 10.$((100 + i)).0.0/16
+$apiserver
 # Each controller with its own ServiceAccount, as kubeadm does: the admission policy tells the
 # namespace controller and the garbage collector from the administrator.
 - name: kube-controller-manager
   extraArgs:
   - key: use-service-account-credentials
     value: "true"
+$kwok
 YAML
   echo "$file"
 }
@@ -134,7 +160,8 @@ for i in $(seq 1 "$CLUSTERS"); do
     || { tail -20 "$ATOLL_ENV_DIR/$name.create.log" >&2; die "kwokctl create cluster $name failed"; }
   ctx=(--kubeconfig "$KUBECONFIG_FILE" --context "kwok-$name")
   record_env_starts "$name"
-  add_node "$name" "$i"
+  # A real node registers itself when its kubelet starts (hack/lab-node.sh).
+  [ -n "$REAL_NODES" ] || add_node "$name" "$i"
   "$ATOLL" crds | kubectl "${ctx[@]}" apply -f - >/dev/null
   kubectl "${ctx[@]}" wait --for condition=established --timeout=60s \
     crd/serviceexports.multicluster.x-k8s.io crd/serviceimports.multicluster.x-k8s.io \

@@ -8,6 +8,10 @@
 #   atoll-lab-cN         cluster cN's node: 10.255.0.N on the bridge, kube-proxy (nftables),
 #                        `atoll dns` and CoreDNS, a route to every other cluster's pod range
 #   lab-<uid>            one per Running pod: its pod IP on eth0, a veth to its cluster's node
+#   <containerd state>/netns/cni-*   with real nodes (ATOLL_LAB_NODES=real, hack/lab-node.sh) the
+#                        pod namespaces containerd creates under the node's own state directory
+#                        (not in /run/netns), wired by the CNI bridge plugin to the node's cni0;
+#                        checked like the rest (by path: `nsenter --net=<file>`)
 #
 # Routes are only the lab's own prefixes (10.255.0.0/24 nodes, 10.20N.0.0/24 pods, 10.0.0.0/8
 # from a pod): no namespace of the lab has a default route, so a packet to anywhere else is
@@ -81,10 +85,41 @@ pod_run() { # netns command...
     --inh-caps=-all --ambient-caps=-all --bounding-set=-all --no-new-privs -- "$@"
 }
 
+# `ip` in a namespace given by name (ip -n) or, for containerd's pod namespaces, by path.
+netns_ip() { # name-or-path ip-arguments...
+  local ns=$1; shift
+  case $ns in
+    /*) nsenter --net="$ns" ip "$@" ;;
+    *) ip -n "$ns" "$@" ;;
+  esac
+}
+
+# The pod namespaces containerd made for the lab's real nodes (paths; none without real nodes).
+real_node_pod_namespaces() {
+  local f
+  for f in "$LAB_DIR"/nodes/*/containerd/state/io.containerd.grpc.v1.cri/netns/*; do
+    [ -e "$f" ] && echo "$f"
+  done
+  return 0
+}
+
+# Whether link $2 of node namespace $1 is the node's end of the veth of one of that node's pods:
+# the pod namespace's eth0 names the node-side interface index as its peer (eth0@if<index>).
+is_real_pod_veth() { # node-netns link
+  local c index f
+  c=${1#"$LAB_NETNS"-}
+  index=$(ip -n "$1" -o link show "$2" | cut -d: -f1) || return 1
+  for f in "$LAB_DIR/nodes/$c"/containerd/state/io.containerd.grpc.v1.cri/netns/*; do
+    [ -e "$f" ] || continue
+    nsenter --net="$f" ip -o link show eth0 2>/dev/null | grep -q "^[0-9]*: eth0@if$index:" && return 0
+  done
+  return 1
+}
+
 # Isolation of a namespace, decided without sending a packet, failing on any error of `ip`.
 no_default_route() { # netns
   local v4 v6
-  v4=$(ip -n "$1" -4 route show default) && v6=$(ip -n "$1" -6 route show default) ||
+  v4=$(netns_ip "$1" -4 route show default) && v6=$(netns_ip "$1" -6 route show default) ||
     { echo "  $1: ip route show failed" >&2; return 1; }
   [ -z "$v4$v6" ] || { echo "  $1: default route: $v4 $v6" >&2; return 1; }
 }
@@ -93,15 +128,16 @@ no_default_route() { # netns
 # packet off the machine.
 only_lab_links() { # netns
   local links line name kind details peer
-  links=$(ip -n "$1" -o link show) || { echo "  $1: ip link show failed" >&2; return 1; }
+  links=$(netns_ip "$1" -o link show) || { echo "  $1: ip link show failed" >&2; return 1; }
   while read -r line; do
     name=$(awk -F': ' '{print $2}' <<<"$line" | cut -d@ -f1)
     [ "$name" = lo ] && continue
-    details=$(ip -n "$1" -d link show "$name") || { echo "  $1: ip link show $name failed" >&2; return 1; }
+    details=$(netns_ip "$1" -d link show "$name") || { echo "  $1: ip link show $name failed" >&2; return 1; }
     kind=$(awk '/^ +(veth|bridge|dummy)/ {print $1; exit}' <<<"$details")
     case $kind in
       veth)
         peer=$(sed -n 's/.*link-netns \([^ ]*\).*/\1/p' <<<"$details")
+        [ -z "$peer" ] && is_real_pod_veth "$1" "$name" && continue
         [ -n "$peer" ] && [ -n "$(netns_recorded "$peer")" ] ||
           { echo "  $1: link $name leads to namespace '${peer:-the host}'" >&2; return 1; }
         ;;
@@ -117,7 +153,7 @@ only_lab_links() { # netns
 no_route_out() { # netns
   local address out
   for address in 192.0.2.1 2001:db8::1; do
-    if out=$(ip -n "$1" route get "$address" 2>&1); then
+    if out=$(netns_ip "$1" route get "$address" 2>&1); then
       echo "  $1: a route to $address exists: $out" >&2; return 1
     fi
     grep -q "Network is unreachable" <<<"$out" || { echo "  $1: ip route get $address: $out" >&2; return 1; }
@@ -142,8 +178,9 @@ lab_record_sound() {
   done <"$NETNS_FILE"
 }
 
-# The recorded namespaces, the lab's own first (callers check lab_record_sound first).
-lab_namespaces() { awk '{print $1}' "$NETNS_FILE"; }
+# The recorded namespaces, the lab's own first (callers check lab_record_sound first), then the
+# pod namespaces of real nodes (by path).
+lab_namespaces() { awk '{print $1}' "$NETNS_FILE"; real_node_pod_namespaces; }
 
 # Runs a check on every recorded namespace; stops at the first that fails.
 every_namespace() { # check
@@ -153,19 +190,36 @@ every_namespace() { # check
 
 node_netns() { echo "$LAB_NETNS-$1"; }     # cN -> atoll-lab-cN
 node_ip() { echo "10.255.0.$(cluster_number "$1")"; }
+LAB_ADDRESS=10.255.0.254
 pod_cidr() { echo "10.$((200 + $(cluster_number "$1"))).0.0/24"; }
 # The cluster DNS Service's ClusterIP (kube-system/kube-dns), as kubeadm picks it: the tenth
 # address of the service range.
 dns_service_ip() { echo "10.$((100 + $(cluster_number "$1"))).0.10"; }
 
-# The node namespace of cluster $1 on the lab bridge, routing to the pod ranges of all $2...
-node_net_up() { # cN all-clusters...
-  local c=$1 ns n other; shift
-  ns=$(node_netns "$c"); n=$(cluster_number "$c")
+lab_bridge_up() {
   ip -n "$LAB_NETNS" link show "$LAB_BRIDGE" >/dev/null 2>&1 || {
     ip -n "$LAB_NETNS" link add "$LAB_BRIDGE" type bridge
     ip -n "$LAB_NETNS" link set "$LAB_BRIDGE" up
   }
+}
+
+# With real nodes, the lab namespace itself is on the nodes' bridge at $LAB_ADDRESS: pods reach
+# the apiservers there (the `kubernetes` Service's endpoint), the apiservers reach kubelets at
+# the node addresses, and replies to pods go back through their node.
+lab_address_up() {
+  local n
+  lab_bridge_up
+  ip -n "$LAB_NETNS" addr replace "$LAB_ADDRESS/24" dev "$LAB_BRIDGE"
+  for n in $(seq 1 "${ATOLL_CLUSTERS:-3}"); do
+    ip -n "$LAB_NETNS" route replace "$(pod_cidr "c$n")" via "$(node_ip "c$n")" dev "$LAB_BRIDGE"
+  done
+}
+
+# The node namespace of cluster $1 on the lab bridge, routing to the pod ranges of all $2...
+node_net_up() { # cN all-clusters...
+  local c=$1 ns n other; shift
+  ns=$(node_netns "$c"); n=$(cluster_number "$c")
+  lab_bridge_up
   netns_create "$ns"
   if ! ip -n "$ns" link show eth0 >/dev/null 2>&1; then
     ip -n "$LAB_NETNS" link add "node$n" type veth peer name eth0 netns "$ns"

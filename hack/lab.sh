@@ -18,6 +18,14 @@
 set -euo pipefail
 . "$(dirname "$0")/lab-env.sh"
 ATOLL=${ATOLL:-$REPO_DIR/target/debug/atoll}
+# Pods on real nodes (kubelet, containerd, runc, CNI: hack/lab-node.sh) with ATOLL_LAB_NODES=real;
+# otherwise kwok's fake node and the lab's pod runner (hack/lab-pods.sh).
+LAB_NODES=${ATOLL_LAB_NODES:-}
+case $LAB_NODES in
+  "") ;;
+  real) export ATOLL_LAB_NODES=real ATOLL_LAB_ADDRESS=$LAB_ADDRESS ;;
+  *) die "ATOLL_LAB_NODES is '$LAB_NODES': only 'real' (or unset) is known" ;;
+esac
 
 in_lab() {
   netns_isolated "$LAB_NETNS" || die "the lab namespace $LAB_NETNS failed its isolation check: nothing runs in it"
@@ -90,10 +98,14 @@ node_up() { # cN all-clusters...
   proc_start "apiserver-link-$c" ip netns exec "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "EXEC:$ATOLL_ENV_DIR/apiserver-link-$c.sh"
   kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" config view --raw --minify --flatten --context "kwok-$c" >"$ATOLL_ENV_DIR/node-$c.kubeconfig"
 
-  # kube-proxy's node address (kwok leaves the fake node without one): the node namespace's.
-  lab_kubectl "$c" patch node "$c-node-0" \
-    --subresource=status --type=merge >/dev/null \
-    -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$(node_ip "$c")\"},{\"type\":\"Hostname\",\"address\":\"$c-node-0\"}]}}"
+  if [ "$LAB_NODES" = real ]; then
+    "$HACK_DIR/lab-node.sh" up "$c"
+  else
+    # kube-proxy's node address (kwok leaves the fake node without one): the node namespace's.
+    lab_kubectl "$c" patch node "$c-node-0" \
+      --subresource=status --type=merge >/dev/null \
+      -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$(node_ip "$c")\"},{\"type\":\"Hostname\",\"address\":\"$c-node-0\"}]}}"
+  fi
   # Written only when it changes: kube-proxy exits when its configuration file does.
   write_if_changed "$ATOLL_ENV_DIR/kube-proxy-$c.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -162,7 +174,8 @@ EOF
   } >"$ATOLL_ENV_DIR/Corefile-$c"
   proc_start "coredns-$c" ip netns exec "$ns" env GOMAXPROCS=1 coredns -conf "$ATOLL_ENV_DIR/Corefile-$c"
   # From the host namespace, as node_up: namespaces it adds must be visible to every `ip netns`.
-  proc_start "pods-$c" "$HACK_DIR/lab-pods.sh" "$c"
+  # (A real node's pods are the kubelet's.)
+  [ "$LAB_NODES" = real ] || proc_start "pods-$c" "$HACK_DIR/lab-pods.sh" "$c"
   wait_http_in "kube-proxy-$c" "$ns" 10256 /healthz
   wait_http_in "dns-$c" "$ns" "$admin" /readyz
 }
@@ -173,6 +186,12 @@ up() {
   check_isolation
   local started=$SECONDS c clusters
   "$HACK_DIR/build-tools.sh" k8s kube-proxy etcd kwok coredns helm >/dev/null
+  if [ "$LAB_NODES" = real ]; then
+    "$HACK_DIR/build-tools.sh" node >/dev/null
+    "$HACK_DIR/lab-images.sh" build
+    require nsenter openssl
+    lab_address_up
+  fi
   # kube-proxy's nft, the apiserver links' and the listeners' socat, the clients' nc and dig.
   require nft socat nc dig ip python3 kubectl kube-proxy etcd kwokctl coredns helm
   in_lab "$HACK_DIR/env-up.sh"
@@ -187,6 +206,12 @@ up() {
 }
 
 down() {
+  local node
+  # Real nodes first: their pods go through CRI (CNI releases them), then kubelet, containerd,
+  # shims, mounts and cgroups.
+  for node in "$LAB_DIR"/nodes/*/; do
+    [ -d "$node" ] && "$HACK_DIR/lab-node.sh" down "$(basename "$node")"
+  done
   if netns_ours "$LAB_NETNS"; then
     # Agents, DNS servers, kube-proxies, CoreDNS and pod runners by pid, then the control planes
     # (stopping sends nothing: no isolation check stands in the way of teardown).

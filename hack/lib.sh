@@ -12,6 +12,8 @@ COREDNS_BIN=$ATOLL_CACHE/coredns-$COREDNS_VERSION/bin
 CRANE_BIN=$ATOLL_CACHE/crane-$CRANE_VERSION/bin
 HELM_BIN=$ATOLL_CACHE/helm-$HELM_VERSION/bin
 PROMETHEUS_BIN=$ATOLL_CACHE/prometheus-$PROMETHEUS_VERSION/bin
+# kubelet goes to $K8S_BIN with the rest of Kubernetes; the node runtime here.
+NODE_BIN=$ATOLL_CACHE/node-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-cni-$CNI_PLUGINS_VERSION/bin
 # Where a running local ClusterSet keeps its state (kwok workdir, kubeconfig, pids, logs).
 ATOLL_ENV_DIR=${ATOLL_ENV_DIR:-$ATOLL_CACHE/env}
 export PATH="$K8S_BIN:$ETCD_BIN:$KWOK_BIN:$COREDNS_BIN:$CRANE_BIN:$HELM_BIN:$PROMETHEUS_BIN:$PATH"
