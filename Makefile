@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: alerts-test dashboard-png simulate help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test conformance-full
+.PHONY: alerts-test dashboard-png simulate help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test lab-install conformance-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -87,6 +87,9 @@ lab-down: ## Stop the lab (by recorded pids) and delete the namespaces it create
 
 lab-check: setup ## The lab's isolation checks: no default route, no link out, outside addresses unreachable
 	hack/lab.sh check
+
+lab-install: setup tools build image ## helm install Atoll (hub and members, from `make image`) into the lab's real nodes (ATOLL_LAB_NODES=real make lab-up), atoll join each member
+	hack/lab-install.sh
 
 lab-test: setup ## Traffic tests in the running lab: ClusterSetIP, clusterset.local through the pod's resolver, dead cluster, unexport
 	hack/lab-test.sh

@@ -162,10 +162,13 @@ for i in $(seq 1 "$CLUSTERS"); do
   record_env_starts "$name"
   # A real node registers itself when its kubelet starts (hack/lab-node.sh).
   [ -n "$REAL_NODES" ] || add_node "$name" "$i"
-  "$ATOLL" crds | kubectl "${ctx[@]}" apply -f - >/dev/null
-  kubectl "${ctx[@]}" wait --for condition=established --timeout=60s \
-    crd/serviceexports.multicluster.x-k8s.io crd/serviceimports.multicluster.x-k8s.io \
-    crd/clusterproperties.about.k8s.io >/dev/null
+  # With real nodes the clusters stay bare: `make lab-install` installs Atoll with Helm.
+  if [ -z "$REAL_NODES" ]; then
+    "$ATOLL" crds | kubectl "${ctx[@]}" apply -f - >/dev/null
+    kubectl "${ctx[@]}" wait --for condition=established --timeout=60s \
+      crd/serviceexports.multicluster.x-k8s.io crd/serviceimports.multicluster.x-k8s.io \
+      crd/clusterproperties.about.k8s.io >/dev/null
+  fi
   log "$name ready in $((SECONDS - start)) s"
 done
 
@@ -175,6 +178,7 @@ done
 # ServiceAccount atoll-agent, its DNS server as atoll-dns (short-lived tokens in kubeconfigs of
 # their own).
 for i in $(seq 1 "$CLUSTERS"); do
+  [ -z "$REAL_NODES" ] || break
   name=c$i
   apply_chart_rbac "$name"
   "$ATOLL" join --kubeconfig "$KUBECONFIG_FILE" --context "kwok-$name" --hub-context kwok-c1 \

@@ -5,6 +5,8 @@
 #
 #   registry.k8s.io/pause:3.10.1   hack/images/pause.c, built statically with Debian's gcc: the
 #                                  pod sandbox (holds the pod's namespaces, reaps orphans)
+#   registry.k8s.io/coredns/coredns:<v>  the CoreDNS the lab builds from its Go module
+#                                  (hack/build-tools.sh coredns, static): the cluster DNS
 #   atoll.lab/busybox:1            Debian's busybox-static (one static program: sh, nc,
 #                                  nslookup, wget, httpd, ...), for the lab's own test pods
 #   docker.io/library/atoll:<v>    Atoll's own image (`make image`, target/image), when built
@@ -20,6 +22,7 @@ set -euo pipefail
 IMAGES_DIR=$ATOLL_CACHE/lab-images
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 BUSYBOX_IMAGE=atoll.lab/busybox:1
+COREDNS_IMAGE=registry.k8s.io/coredns/coredns:$COREDNS_VERSION
 
 registry_port=
 registry_start() {
@@ -101,6 +104,18 @@ build_busybox() {
   echo "$BUSYBOX_IMAGE $archive"
 }
 
+build_coredns() {
+  local archive rootfs
+  archive=$IMAGES_DIR/coredns-$COREDNS_VERSION-$(recipe_hash "$0" "$COREDNS_BIN/coredns").oci.tar
+  [ -s "$archive" ] || {
+    rootfs=$(mktemp -d "$IMAGES_DIR/rootfs.XXXXXX")
+    install -m 0755 "$COREDNS_BIN/coredns" "$rootfs/coredns"
+    pack "$COREDNS_IMAGE" "$rootfs" "$archive" entrypoint /coredns
+    rm -rf "$rootfs"
+  }
+  echo "$COREDNS_IMAGE $archive"
+}
+
 # Atoll's image, as `make image` left it (not built here: that is a release build of its own).
 atoll_image() {
   local version archive
@@ -114,9 +129,9 @@ mkdir -p "$IMAGES_DIR"
 case ${1:-build} in
   pause-name) echo "$PAUSE_IMAGE" ;;
   build | archives)
-    "$HACK_DIR/build-tools.sh" crane >/dev/null
+    "$HACK_DIR/build-tools.sh" crane coredns >/dev/null
     require gcc crane tar dpkg-deb
-    list=$(build_pause && build_busybox && atoll_image)
+    list=$(build_pause && build_busybox && build_coredns && atoll_image)
     [ "$1" = build ] || echo "$list"
     ;;
   *) die "usage: $0 build|archives|pause-name" ;;

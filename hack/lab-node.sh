@@ -17,6 +17,7 @@
 # node's own), runc with seccomp (containerd gives every sandbox the runtime/default profile).
 #
 #   hack/lab-node.sh up cN       start (or keep) cN's node, import the images, wait for Ready
+#   hack/lab-node.sh images cN   import the images again (after `make image`)
 #   hack/lab-node.sh down cN     remove its pods (CNI releases their namespaces), stop it,
 #                                unmount what it mounted, remove its cgroups and state
 set -euo pipefail
@@ -170,6 +171,16 @@ wait_node_ready() { # cN seconds
   die "node $(node_name "$1") did not become Ready within $2 s"
 }
 
+# Every image of hack/lab-images.sh into the node's containerd (an import of an image it has
+# changes nothing; a rebuilt archive replaces the name's target).
+import_images() { # cN
+  local c=$1 name archive
+  while read -r name archive; do
+    ctr_node "$c" images import --index-name "$name" "$archive" >/dev/null 2>&1 ||
+      die "importing $archive as $name into the containerd of $c failed"
+  done < <("$HACK_DIR/lab-images.sh" archives)
+}
+
 up() { # cN
   local c=$1 ns dir name archive
   ns=$(node_netns "$c"); dir=$(node_dir "$c")
@@ -182,10 +193,7 @@ up() { # cN
     "$NODE_BIN/containerd" --config "$dir/containerd.toml"
   for _ in $(seq 100); do ctr_node "$c" version >/dev/null 2>&1 && break; sleep 0.1; done
   ctr_node "$c" version >/dev/null 2>&1 || { tail -20 "$PROCS_DIR/containerd-$c.log" >&2; die "containerd of $c did not start"; }
-  while read -r name archive; do
-    ctr_node "$c" images import --index-name "$name" "$archive" >/dev/null 2>&1 ||
-      die "importing $archive as $name into the containerd of $c failed"
-  done < <("$HACK_DIR/lab-images.sh" archives)
+  import_images "$c"
   proc_start "kubelet-$c" nsenter --net="/run/netns/$ns" "$K8S_BIN/kubelet" \
     --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
     --root-dir "$dir/kubelet" --cert-dir "$dir/kubelet/pki" \
@@ -230,6 +238,7 @@ down() { # cN
 PAUSE_IMAGE=$("$HACK_DIR/lab-images.sh" pause-name)
 case ${1:-} in
   up) up "${2:?usage: $0 up cN}" ;;
+  images) import_images "${2:?usage: $0 images cN}" ;;
   down) down "${2:?usage: $0 down cN}" ;;
-  *) die "usage: $0 up|down cN" ;;
+  *) die "usage: $0 up|images|down cN" ;;
 esac

@@ -18,6 +18,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lab-env.sh"
 ATOLL=${ATOLL:-$REPO_DIR/target/debug/atoll}
+COREDNS_IMAGE=registry.k8s.io/coredns/coredns:$COREDNS_VERSION
 # Pods on real nodes (kubelet, containerd, runc, CNI: hack/lab-node.sh) with ATOLL_LAB_NODES=real;
 # otherwise kwok's fake node and the lab's pod runner (hack/lab-pods.sh).
 LAB_NODES=${ATOLL_LAB_NODES:-}
@@ -129,7 +130,23 @@ conntrack:
 EOF
   proc_start "kube-proxy-$c" ip netns exec "$ns" kube-proxy --config "$ATOLL_ENV_DIR/kube-proxy-$c.yaml"
 
-  # The cluster DNS: the kube-dns Service at the usual address, its endpoint the node's CoreDNS.
+  if [ "$LAB_NODES" = real ]; then
+    cluster_dns_pods "$c"
+  else
+    cluster_dns_processes "$c"
+    # From the host namespace, as node_up: namespaces it adds must be visible to every `ip netns`.
+    proc_start "pods-$c" "$HACK_DIR/lab-pods.sh" "$c"
+    wait_http_in "dns-$c" "$ns" "$(dns_admin_port "$c")" /readyz
+  fi
+  wait_http_in "kube-proxy-$c" "$ns" 10256 /healthz
+}
+
+# The cluster DNS without real nodes: the kube-dns Service at the usual address, its endpoint
+# the node's CoreDNS, a process in the node namespace, forwarding clusterset.local to the
+# node's `atoll dns` process.
+cluster_dns_processes() { # cN
+  local c=$1 ns admin
+  ns=$(node_netns "$c")
   lab_kubectl "$c" apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Service
@@ -173,11 +190,87 @@ EOF
     "$ATOLL" coredns print --target "127.0.0.1:$(dns_port "$c")" --bind "$(node_ip "$c")"
   } >"$ATOLL_ENV_DIR/Corefile-$c"
   proc_start "coredns-$c" ip netns exec "$ns" env GOMAXPROCS=1 coredns -conf "$ATOLL_ENV_DIR/Corefile-$c"
-  # From the host namespace, as node_up: namespaces it adds must be visible to every `ip netns`.
-  # (A real node's pods are the kubelet's.)
-  [ "$LAB_NODES" = real ] || proc_start "pods-$c" "$HACK_DIR/lab-pods.sh" "$c"
-  wait_http_in "kube-proxy-$c" "$ns" 10256 /healthz
-  wait_http_in "dns-$c" "$ns" "$admin" /readyz
+}
+
+# The cluster DNS on a real node, as clusters run it: CoreDNS as a Deployment behind the kube-dns
+# Service, its Corefile in the ConfigMap kube-system/coredns, which it reloads when it changes;
+# clusterset.local is not in it until Atoll's chart wires it (coredns.wire, `make lab-install`).
+cluster_dns_pods() { # cN
+  local c=$1
+  lab_kubectl "$c" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "system:coredns"}
+rules:
+- {apiGroups: [""], resources: [endpoints, services, pods, namespaces], verbs: [list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "system:coredns"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
+subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+data:
+  Corefile: |
+    .:53 {
+        errors
+        health {
+            lameduck 2s
+        }
+        ready
+        kubernetes cluster.local in-addr.arpa ip6.arpa {
+            pods insecure
+            fallthrough in-addr.arpa ip6.arpa
+        }
+        cache 30
+        reload 2s
+    }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: coredns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {k8s-app: kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: kube-dns}}
+    spec:
+      serviceAccountName: coredns
+      dnsPolicy: Default
+      containers:
+      - name: coredns
+        image: $COREDNS_IMAGE
+        imagePullPolicy: IfNotPresent
+        args: ["-conf", "/etc/coredns/Corefile"]
+        env: [{name: GOMAXPROCS, value: "1"}]
+        ports:
+        - {name: dns, containerPort: 53, protocol: UDP}
+        - {name: dns-tcp, containerPort: 53, protocol: TCP}
+        livenessProbe: {httpGet: {path: /health, port: 8080}, periodSeconds: 10}
+        readinessProbe: {httpGet: {path: /ready, port: 8181}, periodSeconds: 2}
+        volumeMounts: [{name: config, mountPath: /etc/coredns, readOnly: true}]
+      volumes: [{name: config, configMap: {name: coredns}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  clusterIP: $(dns_service_ip "$c")
+  selector: {k8s-app: kube-dns}
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
+EOF
+  lab_kubectl "$c" -n kube-system rollout status deployment/coredns --timeout 120s >/dev/null ||
+    die "CoreDNS of $c did not become ready"
 }
 
 up() {
@@ -195,7 +288,8 @@ up() {
   # kube-proxy's nft, the apiserver links' and the listeners' socat, the clients' nc and dig.
   require nft socat nc dig ip python3 kubectl kube-proxy etcd kwokctl coredns helm
   in_lab "$HACK_DIR/env-up.sh"
-  in_lab "$HACK_DIR/agents.sh" start
+  # With real nodes, Atoll comes as Pods from `make lab-install` (hack/lab-install.sh).
+  [ "$LAB_NODES" = real ] || in_lab "$HACK_DIR/agents.sh" start
   clusters=$(clusters_or)
   # shellcheck disable=SC2086 # cluster names are single words
   for c in $clusters; do node_up "$c" $clusters; done

@@ -41,6 +41,10 @@ pub enum IdentityError {
     )]
     Removed { was: String },
     #[error(
+        "the Secret {SYSTEM_NAMESPACE}/{HUB_SECRET} does not exist: run `atoll join` (or pass --hub-kubeconfig)"
+    )]
+    HubSecretMissing,
+    #[error(
         "the Secret {SYSTEM_NAMESPACE}/{HUB_SECRET} {0}: run `atoll join` (or pass --hub-kubeconfig)"
     )]
     HubSecret(String),
@@ -50,6 +54,14 @@ pub enum IdentityError {
 
 fn value_of(spec: Option<&atoll_api::about::ClusterPropertySpec>) -> Option<String> {
     spec.map(|s| s.value.clone())
+}
+
+impl IdentityError {
+    /// Whether this only says that `atoll join` has not run yet (no id property, no hub
+    /// Secret): what an agent installed before the join waits out.
+    pub fn is_not_joined(&self) -> bool {
+        matches!(self, Self::Missing | Self::HubSecretMissing)
+    }
 }
 
 /// The member's cluster id (v1beta1, or v1alpha1 where only that is served).
@@ -102,7 +114,7 @@ pub async fn hub_secret(member: &Client) -> Result<(String, Option<String>), Ide
     let secret = Api::<Secret>::namespaced(member.clone(), SYSTEM_NAMESPACE)
         .get_opt(HUB_SECRET)
         .await?
-        .ok_or_else(|| IdentityError::HubSecret("does not exist".to_owned()))?;
+        .ok_or(IdentityError::HubSecretMissing)?;
     let data = secret.data.unwrap_or_default();
     let text = |key: &str| {
         data.get(key)
@@ -166,5 +178,31 @@ pub async fn id_changed(member: Client, id: ClusterId) -> IdentityError {
                 };
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_missing_id_or_hub_secret_means_not_joined_yet() {
+        assert!(IdentityError::Missing.is_not_joined());
+        assert!(IdentityError::HubSecretMissing.is_not_joined());
+        // A Secret that exists but is malformed, or an id that changed, is an error to stop on.
+        assert!(!IdentityError::HubSecret("has no kubeconfig".to_owned()).is_not_joined());
+        assert!(
+            !IdentityError::Removed {
+                was: "c1".to_owned()
+            }
+            .is_not_joined()
+        );
+        assert!(
+            !IdentityError::Credentials {
+                issued: "c1".to_owned(),
+                id: "c2".to_owned()
+            }
+            .is_not_joined()
+        );
     }
 }

@@ -123,6 +123,51 @@ pub enum JoinRefused {
         "--token-seconds {0} is out of range: the hub issues tokens for {MIN_TOKEN_SECONDS} seconds (10 minutes) to {MAX_TOKEN_SECONDS} seconds (2^32)"
     )]
     InvalidTokenSeconds(i64),
+    #[error(
+        "--hub-server {0:?} is not an address the agent can use: give https://<host>[:<port>] (an IP address or a DNS name, no path), as the member's pods reach the hub's API"
+    )]
+    InvalidHubServer(String),
+}
+
+/// `--hub-server`: where the member's agent reaches the hub's API when that differs from what
+/// the administrator's kubeconfig says (the hub at 127.0.0.1 through a tunnel or a port
+/// forward, a kind cluster seen from the host). An https URL of a host and an optional port,
+/// nothing else: a typo must fail before anything is written, not in the agent later.
+pub fn check_hub_server(server: &str) -> Result<(), JoinRefused> {
+    let refused = || JoinRefused::InvalidHubServer(server.to_owned());
+    let authority = server.strip_prefix("https://").ok_or_else(refused)?;
+    let authority = authority.strip_suffix('/').unwrap_or(authority);
+    let (host, port) = match authority.rsplit_once(':') {
+        // An IPv6 literal in brackets, with or without a port.
+        _ if authority.starts_with('[') => match authority.split_once(']') {
+            Some((host, "")) => (&host[1..], None),
+            Some((host, rest)) => (
+                &host[1..],
+                Some(rest.strip_prefix(':').ok_or_else(refused)?),
+            ),
+            None => return Err(refused()),
+        },
+        Some((host, port)) => (host, Some(port)),
+        None => (authority, None),
+    };
+    let host_ok = !host.is_empty()
+        && host.len() <= 253
+        && (host.parse::<std::net::IpAddr>().is_ok()
+            || host.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            }));
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
+    if host_ok && port_ok {
+        Ok(())
+    } else {
+        Err(refused())
+    }
 }
 
 /// Shortest lifetime of a hub token (the TokenRequest API's minimum).
@@ -673,6 +718,44 @@ mod tests {
                 check_join_flags("prod", bad),
                 Err(JoinRefused::InvalidTokenSeconds(_))
             ));
+        }
+    }
+
+    #[test]
+    fn hub_server_is_an_https_host_and_port_only() {
+        for good in [
+            "https://10.255.0.254:6443",
+            "https://hub.example.com",
+            "https://hub.example.com:443/",
+            "https://[fd00::1]:6443",
+            "https://[::1]",
+            "https://127.0.0.1:32758",
+        ] {
+            assert_eq!(check_hub_server(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "10.255.0.254:6443",
+            "http://hub:6443",
+            "https://",
+            "https://:6443",
+            "https://hub:0",
+            "https://hub:65536",
+            "https://hub:port",
+            "https://hub/api",
+            "https://hub:6443/api",
+            "https://-hub",
+            "https://hub..example",
+            "https://user@hub",
+            "https://[fd00::1",
+            "https://[fd00::1]6443",
+            "https://hub name",
+        ] {
+            assert_eq!(
+                check_hub_server(bad),
+                Err(JoinRefused::InvalidHubServer(bad.to_owned())),
+                "{bad}"
+            );
         }
     }
 

@@ -126,9 +126,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let leader = election(&args)?;
     let clusters = &args.clusters;
     let member = clusters.member.client("member").await?;
-    // The id is the member's ClusterProperty; it is never taken from a flag here.
-    let cluster_id = identity::cluster_id(&member).await?;
-    let (hub, inventory) = hub(clusters, &member).await?;
+    // Alive (/healthz) and not ready (/readyz) from here on, also while waiting for the join.
+    let telemetry = atoll_agent::Telemetry::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    telemetry.metrics.register(&mut registry);
+    let admin = super::admin::serve(
+        args.admin_address,
+        registry,
+        std::sync::Arc::new(telemetry.readiness.clone()),
+    )
+    .await?;
+    tracing::info!(address = %admin, "admin server listening");
+    let joined = tokio::select! {
+        joined = until_joined(clusters, &member) => joined?,
+        () = shutdown_signal() => return Ok(()),
+    };
+    let (cluster_id, hub, inventory) = joined;
     identity::check_hub_credentials(&hub, &cluster_id).await?;
     match &leader {
         Some(l) => {
@@ -158,19 +171,47 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         },
         denied_cidrs: args.deny_endpoint_cidrs.clone(),
     };
-    let telemetry = atoll_agent::Telemetry::default();
-    let mut registry = prometheus_client::registry::Registry::default();
-    telemetry.metrics.register(&mut registry);
-    let admin = super::admin::serve(
-        args.admin_address,
-        registry,
-        std::sync::Arc::new(telemetry.readiness.clone()),
-    )
-    .await?;
-    tracing::info!(address = %admin, "admin server listening");
     atoll_agent::run(config, telemetry, shutdown_signal())
         .await
         .context("agent stopped")
+}
+
+/// How often an agent installed before `atoll join` looks again.
+const JOIN_POLL: Duration = Duration::from_secs(2);
+
+/// The member's id (its ClusterProperty; never taken from a flag here) and the hub client.
+/// Helm installs the chart before the administrator runs `atoll join`: until the id property
+/// and the hub Secret exist the agent waits, not ready, saying what it waits for, instead of
+/// exiting into a crash-loop back-off that would hold it back for minutes after the join. Any
+/// other error (a malformed Secret, an invalid id, an unreachable API) still stops it.
+async fn until_joined<H: HubHelp>(
+    clusters: &MemberAndHub<H>,
+    member: &kube::Client,
+) -> anyhow::Result<(atoll_core::ClusterId, kube::Client, Option<String>)> {
+    use atoll_agent::identity::{self, IdentityError};
+    let mut waiting_for = String::new();
+    loop {
+        let attempt = async {
+            let id = identity::cluster_id(member).await?;
+            let (hub, inventory) = hub(clusters, member).await?;
+            anyhow::Ok((id, hub, inventory))
+        }
+        .await;
+        match attempt {
+            Ok(joined) => return Ok(joined),
+            Err(error) => match error.downcast_ref::<IdentityError>() {
+                Some(reason) if reason.is_not_joined() => {
+                    let now = reason.to_string();
+                    if now != waiting_for {
+                        tracing::warn!(reason = %now, "waiting for `atoll join` of this cluster");
+                        waiting_for = now;
+                    }
+                    tokio::time::sleep(JOIN_POLL).await;
+                }
+                _ => return Err(error),
+            },
+        }
+    }
 }
 
 /// The hub client: from --hub-kubeconfig, else from the credentials `atoll join` stored in

@@ -67,6 +67,11 @@ pub struct JoinArgs {
     /// installed them (it does by default), so that the chart's RBAC is the one in force.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub member_rbac: bool,
+    /// The hub's API as the member's agent reaches it, https://<host>[:<port>] (default: the
+    /// server of the hub context). Give it where that differs from what this kubeconfig says:
+    /// a hub reached here through 127.0.0.1 (a tunnel, a port forward, a kind cluster).
+    #[arg(long)]
+    pub hub_server: Option<String>,
 }
 
 /// Arguments of `atoll leave`.
@@ -172,6 +177,7 @@ async fn facts(c: &Connected, args: &JoinArgs) -> anyhow::Result<(JoinFacts, Clu
 fn hub_kubeconfig(
     path: Option<&PathBuf>,
     context: Option<&String>,
+    server_override: Option<&String>,
     token: &str,
 ) -> anyhow::Result<String> {
     let file = match path {
@@ -195,10 +201,13 @@ fn hub_kubeconfig(
         .find(|c| c.name == cluster_name)
         .and_then(|c| c.cluster.clone())
         .with_context(|| format!("no cluster {cluster_name} in the hub kubeconfig"))?;
-    let server = cluster
-        .server
-        .clone()
-        .context("the hub cluster has no server")?;
+    let server = match server_override {
+        Some(server) => server.clone(),
+        None => cluster
+            .server
+            .clone()
+            .context("the hub cluster has no server")?,
+    };
     let ca =
         match (
             &cluster.certificate_authority_data,
@@ -248,6 +257,9 @@ pub async fn profile_properties(member: &Client) -> anyhow::Result<Vec<Property>
 pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
     // The flags first: a bad one must fail before anything is written on the hub.
     membership::check_join_flags(&args.clusterset, args.token_seconds)?;
+    if let Some(server) = &args.hub_server {
+        membership::check_hub_server(server)?;
+    }
     let c = connect(&args.clusters).await?;
     let (facts, id) = facts(&c, &args).await?;
     let rejoin = facts.hub_namespace_owner.is_some();
@@ -293,6 +305,7 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
     let kubeconfig = hub_kubeconfig(
         c.hub_kubeconfig.as_ref(),
         args.clusters.hub_context.as_ref(),
+        args.hub_server.as_ref(),
         &token,
     )?;
 
