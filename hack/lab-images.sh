@@ -9,6 +9,12 @@
 #                                  (hack/build-tools.sh coredns, static): the cluster DNS
 #   atoll.lab/busybox:1            Debian's busybox-static (one static program: sh, nc,
 #                                  nslookup, wget, httpd, ...), for the lab's own test pods
+#   docker.io/alpine/socat:1.7.4.4 what the upstream suite's echo pods run: busybox (sh, grep,
+#                                  awk, tr) and Debian's socat 1.7.4.4 with its libraries
+#   docker.io/nicolaka/netshoot:v0.15  the suite's request pod: busybox, and Debian's nslookup
+#                                  and dig (bind9-dnsutils) and nc (netcat-openbsd), with
+#                                  their libraries
+#   atoll.lab/echo:1               the lab's own echo pods: as alpine/socat
 #   docker.io/library/atoll:<v>    Atoll's own image (`make image`, target/image), when built
 #
 # Each image is one layer FROM scratch, put together with crane against its own in-memory
@@ -22,6 +28,9 @@ set -euo pipefail
 IMAGES_DIR=$ATOLL_CACHE/lab-images
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 BUSYBOX_IMAGE=atoll.lab/busybox:1
+SOCAT_IMAGE=docker.io/alpine/socat:1.7.4.4
+NETSHOOT_IMAGE=docker.io/nicolaka/netshoot:v0.15
+ECHO_IMAGE=atoll.lab/echo:1
 COREDNS_IMAGE=registry.k8s.io/coredns/coredns:$COREDNS_VERSION
 
 registry_port=
@@ -83,25 +92,78 @@ debian_files() { # package directory
   rm -rf "$tmp"
 }
 
+# Debian's busybox-static into $1/bin: one static program, every applet a link to it.
+busybox_into() { # rootfs
+  local rootfs=$1 applet
+  debian_files busybox-static "$rootfs/deb"
+  mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc"
+  install -m 0755 "$rootfs/deb/bin/busybox" "$rootfs/bin/busybox"
+  rm -rf "$rootfs/deb"
+  for applet in $("$rootfs/bin/busybox" --list); do
+    [ -e "$rootfs/bin/$applet" ] || ln -s busybox "$rootfs/bin/$applet"
+  done
+  chmod 1777 "$rootfs/tmp"
+  printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$rootfs/etc/passwd"
+  printf 'root:x:0:\nnobody:x:65534:\n' >"$rootfs/etc/group"
+}
+
+# Programs of this machine's Debian packages into $1/usr/bin (under the name given), with the
+# shared libraries and loader they link (as ldd lists them, at the same paths): /usr/bin comes
+# before busybox's /bin in a container's PATH.
+debian_programs_into() { # rootfs name=path...
+  local rootfs=$1 entry name path lib; shift
+  mkdir -p "$rootfs/usr/bin"
+  for entry in "$@"; do
+    name=${entry%%=*} path=$(readlink -f "${entry#*=}")
+    [ -x "$path" ] || die "$path is missing (hack/setup.sh installs it)"
+    # (merged /usr: a package may list it under /bin)
+    dpkg -S "$path" >/dev/null 2>&1 || dpkg -S "${path#/usr}" >/dev/null 2>&1 ||
+      die "$path is not a Debian package's file"
+    install -m 0755 "$path" "$rootfs/usr/bin/$name"
+    for lib in $(ldd "$path" | grep -o '/[^ ]*'); do
+      mkdir -p "$rootfs$(dirname "$lib")"
+      cp -L "$lib" "$rootfs$lib"
+    done
+  done
+}
+
 build_busybox() {
-  local archive rootfs applet
+  local archive rootfs
   archive=$IMAGES_DIR/busybox-$(recipe_hash "$0").oci.tar
   [ -s "$archive" ] || {
     rootfs=$(mktemp -d "$IMAGES_DIR/rootfs.XXXXXX")
-    debian_files busybox-static "$rootfs/deb"
-    mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc"
-    install -m 0755 "$rootfs/deb/bin/busybox" "$rootfs/bin/busybox"
-    rm -rf "$rootfs/deb"
-    for applet in $("$rootfs/bin/busybox" --list); do
-      [ -e "$rootfs/bin/$applet" ] || ln -s busybox "$rootfs/bin/$applet"
-    done
-    chmod 1777 "$rootfs/tmp"
-    printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$rootfs/etc/passwd"
-    printf 'root:x:0:\nnobody:x:65534:\n' >"$rootfs/etc/group"
+    busybox_into "$rootfs"
     pack "$BUSYBOX_IMAGE" "$rootfs" "$archive" cmd /bin/sh
     rm -rf "$rootfs"
   }
   echo "$BUSYBOX_IMAGE $archive"
+}
+
+# socat as alpine/socat has it: the entrypoint (the suite overrides it with /bin/sh).
+build_socat() { # name archive-prefix
+  local archive rootfs
+  archive=$IMAGES_DIR/$2-$(recipe_hash "$0" /usr/bin/socat).oci.tar
+  [ -s "$archive" ] || {
+    rootfs=$(mktemp -d "$IMAGES_DIR/rootfs.XXXXXX")
+    busybox_into "$rootfs"
+    debian_programs_into "$rootfs" socat=/usr/bin/socat
+    pack "$1" "$rootfs" "$archive" entrypoint /usr/bin/socat
+    rm -rf "$rootfs"
+  }
+  echo "$1 $archive"
+}
+
+build_netshoot() {
+  local archive rootfs
+  archive=$IMAGES_DIR/netshoot-$(recipe_hash "$0" "$(command -v nslookup)" "$(command -v dig)" "$(command -v nc)").oci.tar
+  [ -s "$archive" ] || {
+    rootfs=$(mktemp -d "$IMAGES_DIR/rootfs.XXXXXX")
+    busybox_into "$rootfs"
+    debian_programs_into "$rootfs" nslookup="$(command -v nslookup)" dig="$(command -v dig)" nc="$(command -v nc)"
+    pack "$NETSHOOT_IMAGE" "$rootfs" "$archive" cmd /bin/sh
+    rm -rf "$rootfs"
+  }
+  echo "$NETSHOOT_IMAGE $archive"
 }
 
 build_coredns() {
@@ -130,8 +192,13 @@ case ${1:-build} in
   pause-name) echo "$PAUSE_IMAGE" ;;
   build | archives)
     "$HACK_DIR/build-tools.sh" crane coredns >/dev/null
-    require gcc crane tar dpkg-deb
-    list=$(build_pause && build_busybox && build_coredns && atoll_image)
+    require gcc crane tar dpkg-deb ldd socat nslookup dig nc
+    list=$(build_pause && build_busybox && build_socat "$SOCAT_IMAGE" socat &&
+      build_socat "$ECHO_IMAGE" echo && build_netshoot && build_coredns && atoll_image)
+    # Archives of earlier recipes go; so do the work directories of an interrupted run.
+    for f in "$IMAGES_DIR"/*.oci.tar "$IMAGES_DIR"/rootfs.* "$IMAGES_DIR"/work.* "$IMAGES_DIR"/deb.*; do
+      [ -e "$f" ] && ! grep -qF " $f" <<<"$list" && rm -rf "$f"
+    done
     [ "$1" = build ] || echo "$list"
     ;;
   *) die "usage: $0 build|archives|pause-name" ;;

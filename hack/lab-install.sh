@@ -71,6 +71,23 @@ for c in $clusters; do
       { lab_kubectl "$c" -n atoll-system get pods -o wide >&2; die "$d of $c did not become ready"; }
   done
 done
+# The hook Job has edited the Corefile; CoreDNS answers for clusterset.local once the kubelet
+# has updated its ConfigMap volume (its sync, up to a minute or so) and `reload` has read it.
+# Asked of each CoreDNS pod from its node (the node routes to its pods, not to Services).
+wired() { # cN
+  local ip
+  ip=$(lab_kubectl "$1" -n kube-system get pod -l k8s-app=kube-dns -o jsonpath='{.items[0].status.podIP}')
+  [ -n "$ip" ] && ip netns exec "$(node_netns "$1")" dig +time=1 +tries=1 "@$ip" clusterset.local SOA 2>/dev/null |
+    grep -q 'status: NOERROR'
+}
+for c in $clusters; do
+  deadline=$((SECONDS + 180))
+  until wired "$c"; do
+    [ $SECONDS -lt $deadline ] || die "CoreDNS of $c does not answer for clusterset.local 180 s after the wiring hook"
+    sleep 1
+  done
+done
+log "CoreDNS answers for clusterset.local in every cluster, $((SECONDS - started)) s after the start"
 log "Atoll installed with Helm into $(wc -w <<<"$clusters") clusters in $((SECONDS - started)) s"
 for c in $clusters; do
   echo "--- kubectl get pods -n atoll-system ($c)"

@@ -89,8 +89,18 @@ state = "$dir/containerd/state"
     conf_dir = "$dir/cni-conf"
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".registry]
+    # Every registry is 127.0.0.1:1: an image the node lacks fails at once, with no name
+    # looked up and no packet sent anywhere.
+    config_path = "$dir/registries"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "$PAUSE_IMAGE"
+EOF
+  mkdir -p "$dir/registries/_default"
+  cat >"$dir/registries/_default/hosts.toml" <<EOF
+server = "http://127.0.0.1:1"
+[host."http://127.0.0.1:1"]
+  capabilities = ["pull", "resolve"]
 EOF
   # The cluster's pod range on the node's bridge; pods route only 10.0.0.0/8 (services, other
   # clusters' pods, the lab's addresses) through it: no default route, as everywhere in the lab.

@@ -57,7 +57,7 @@ spec:
     spec:
       containers:
       - name: echo
-        image: atoll.lab/echo
+        image: atoll.lab/echo:1
         command: ["socat", "TCP-LISTEN:8080,fork,reuseaddr", "SYSTEM:echo c2 \$HOSTNAME"]
         ports: [{name: tcp, containerPort: 8080}]
 ---
@@ -125,10 +125,10 @@ check "headless: web-1.c2.web.$NS.svc.clusterset.local reaches pod web-1 of c2" 
   eventually "$PROPAGATION" hostname_reaches_pod web-1
 
 log "c2's agent stops for longer than the member grace: its endpoints are withdrawn"
-"$HACK/lab.sh" exec "$HACK/agents.sh" stop c2 >/dev/null 2>&1
+"$HACK/lab.sh" agent stop c2 >/dev/null 2>&1
 check "with c2's agent gone, every connection reaches c3" \
   eventually $((PROPAGATION + ${ATOLL_MEMBER_GRACE_SECONDS:-12} + 10)) only_from c3 "$ip"
-"$HACK/lab.sh" exec "$HACK/agents.sh" start c2 >/dev/null 2>&1
+"$HACK/lab.sh" agent start c2 >/dev/null 2>&1
 check "c2's agent back: both clusters answer again" eventually "$PROPAGATION" answers_from_both "$ip"
 
 log "c3 unexports"
@@ -137,9 +137,22 @@ check "after c3's unexport, every connection reaches c2 (within ${PROPAGATION} s
   eventually "$PROPAGATION" only_from c2 "$ip"
 
 log "c3's echo pods go away: their network namespaces go with them"
+# A pod's network namespace: the lab's (pod runner), or on a real node the one containerd made
+# for its sandbox (crictl inspectp).
+pod_namespace_of() { # uid
+  if [ -d "$LAB_DIR/nodes/c3" ]; then
+    local id
+    id=$("$NODE_BIN/crictl" --runtime-endpoint "unix://$LAB_DIR/nodes/c3/containerd.sock" pods -q --label "io.kubernetes.pod.uid=$1")
+    "$NODE_BIN/crictl" --runtime-endpoint "unix://$LAB_DIR/nodes/c3/containerd.sock" inspectp "$id" |
+      python3 -c 'import json,sys; print(next(n["path"] for n in json.load(sys.stdin)["info"]["runtimeSpec"]["linux"]["namespaces"] if n["type"] == "network"))'
+  else
+    pod_netns "$1"
+  fi
+}
+namespace_gone() { case $1 in /*) [ ! -e "$1" ] ;; *) ! netns_exists "$1" ;; esac; }
 c3_namespaces=$(k c3 -n "$NS" get pods -l app=$SVC -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}' |
-  while read -r uid; do pod_netns "$uid"; done)
-gone() { local ns; [ -n "$c3_namespaces" ] || return 1; for ns in $c3_namespaces; do ! netns_exists "$ns" || return 1; done; }
+  while read -r uid; do pod_namespace_of "$uid"; done)
+gone() { local ns; [ -n "$c3_namespaces" ] || return 1; for ns in $c3_namespaces; do namespace_gone "$ns" || return 1; done; }
 k c3 -n "$NS" delete deployment "$SVC" --wait=false >/dev/null
 check "the $(wc -w <<<"$c3_namespaces") deleted pods of c3 lost their network namespaces" \
   eventually 60 gone

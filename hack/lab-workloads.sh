@@ -35,7 +35,7 @@ spec:
     spec:
       containers:
       - name: echo
-        image: atoll.lab/echo
+        image: atoll.lab/echo:1
         command: ["socat", "TCP-LISTEN:8080,fork,reuseaddr", "SYSTEM:echo $3"]
         ports: [{name: tcp, containerPort: 8080}]
 ---

@@ -324,9 +324,16 @@ down() {
   rm -rf "$LAB_DIR/pods"
 }
 
-# Runs a command inside pod NAMESPACE/POD of cluster cN (its network namespace and resolver).
+# Runs a command inside pod NAMESPACE/POD of cluster cN: on a real node in its container
+# (kubectl exec, through the apiserver and the kubelet), otherwise in its network namespace
+# with its resolver.
 pod_exec() { # cN namespace pod command...
   local c=$1 uid ns
+  if [ -d "$LAB_DIR/nodes/$c" ]; then
+    shift
+    lab_kubectl "$c" exec -n "$1" "$2" -- "${@:3}"
+    return
+  fi
   uid=$(lab_kubectl "$c" -n "$2" get pod "$3" -o jsonpath='{.metadata.uid}')
   ns=$(pod_netns "$uid")
   netns_exists "$ns" || die "pod $2/$3 of $c has no lab namespace (not Running on the lab node yet?)"
@@ -334,12 +341,28 @@ pod_exec() { # cN namespace pod command...
   pod_run "$ns" "$@"
 }
 
+# Stops or starts cN's agent: processes of hack/agents.sh, or on real nodes the Deployment
+# atoll-agent (scaled to 0, then back to the chart's 2 replicas).
+agent() { # stop|start cN
+  if [ -d "$LAB_DIR/nodes/$2" ]; then
+    case $1 in
+      stop) lab_kubectl "$2" -n atoll-system scale deployment/atoll-agent --replicas 0 >/dev/null
+        lab_kubectl "$2" -n atoll-system wait --for delete pod -l app.kubernetes.io/component=agent --timeout 60s >/dev/null ;;
+      start) lab_kubectl "$2" -n atoll-system scale deployment/atoll-agent --replicas 2 >/dev/null
+        lab_kubectl "$2" -n atoll-system rollout status deployment/atoll-agent --timeout 120s >/dev/null ;;
+    esac
+  else
+    in_lab "$HACK_DIR/agents.sh" "$1" "$2"
+  fi
+}
+
 case ${1:-} in
   up) up ;;
+  agent) shift; agent "$@" ;;
   down) down ;;
   check) check_isolation ;;
   netns) create ;;
   exec) shift; in_lab "$@" ;;
   pod-exec) shift; pod_exec "$@" ;;
-  *) die "usage: hack/lab.sh up|down|check|netns|exec CMD...|pod-exec cN NAMESPACE POD CMD..." ;;
+  *) die "usage: hack/lab.sh up|down|check|netns|exec CMD...|pod-exec cN NAMESPACE POD CMD...|agent stop|start cN" ;;
 esac
