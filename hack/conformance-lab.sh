@@ -5,7 +5,10 @@
 # spec's `nc`/`nslookup` runs inside the request pod's lab network namespace. The suite itself
 # runs inside the lab namespace (no route out), and the overlay refuses to exec anywhere else.
 #
-# Usage: hack/conformance-lab.sh build|run|all   (all: build, make lab-up, run; prints
+# With real nodes (ATOLL_LAB_NODES=real: kubelet, containerd, Atoll installed by Helm) the suite
+# runs unmodified, as upstream builds it (conformance.test), and execs into real containers.
+#
+# Usage: hack/conformance-lab.sh build|run|all   (all: build, make lab-up [lab-install], run; prints
 # `conformance (lab): N passed, N failed`). Report: target/conformance-lab/.
 set -euo pipefail
 HACK=$(cd "$(dirname "$0")" && pwd)
@@ -39,6 +42,13 @@ build() {
 }
 
 run() {
+  # On real nodes (ATOLL_LAB_NODES=real, Atoll from `make lab-install`) the suite runs exactly
+  # as upstream builds it: its own `kubectl exec` into real containers, through the apiserver
+  # and the kubelet.
+  if [ -d "$LAB_DIR/nodes/c1" ]; then
+    SUITE=$MCS_CONFORMANCE_OUT/conformance.test
+    log "real nodes: the unmodified suite ($SUITE)"
+  fi
   [ -x "$SUITE" ] || die "$SUITE is missing: run hack/conformance-lab.sh build"
   "$HACK/lab.sh" check || die "the lab is not isolated: the suite does not run"
   rm -rf "$OUT"; mkdir -p "$OUT"
@@ -65,6 +75,11 @@ run() {
 case ${1:-all} in
   build) build ;;
   run) run ;;
-  all) build; "$HACK/lab.sh" up; run ;;
+  all)
+    build
+    "$HACK/lab.sh" up
+    [ "${ATOLL_LAB_NODES:-}" != real ] || "$HACK/lab-install.sh"
+    run
+    ;;
   *) die "usage: hack/conformance-lab.sh build|run|all" ;;
 esac

@@ -9,11 +9,12 @@
 #                                  (hack/build-tools.sh coredns, static): the cluster DNS
 #   atoll.lab/busybox:1            Debian's busybox-static (one static program: sh, nc,
 #                                  nslookup, wget, httpd, ...), for the lab's own test pods
-#   docker.io/alpine/socat:1.7.4.4 what the upstream suite's echo pods run: busybox (sh, grep,
-#                                  awk, tr) and Debian's socat 1.7.4.4 with its libraries
-#   docker.io/nicolaka/netshoot:v0.15  the suite's request pod: busybox, and Debian's nslookup
-#                                  and dig (bind9-dnsutils) and nc (netcat-openbsd), with
+#   docker.io/alpine/socat:1.7.4.4 what the upstream suite's echo pods run: busybox (grep, awk,
+#                                  tr, ...), Debian's dash as /bin/sh and socat 1.7.4.4, with
 #                                  their libraries
+#   docker.io/nicolaka/netshoot:v0.15  the suite's request pod: busybox, and Debian's dash as
+#                                  /bin/sh, nslookup and dig (bind9-dnsutils) and nc
+#                                  (netcat-openbsd), with their libraries
 #   atoll.lab/echo:1               the lab's own echo pods: as alpine/socat
 #   docker.io/library/atoll:<v>    Atoll's own image (`make image`, target/image), when built
 #
@@ -107,6 +108,13 @@ busybox_into() { # rootfs
   printf 'root:x:0:\nnobody:x:65534:\n' >"$rootfs/etc/group"
 }
 
+# Debian's dash as /bin/sh: busybox's own shell runs its applets before anything on PATH
+# (nc -v would be busybox's nc, which has no -v), dash runs what PATH finds.
+dash_as_sh() { # rootfs
+  debian_programs_into "$1" dash=/usr/bin/dash
+  ln -sfn /usr/bin/dash "$1/bin/sh"
+}
+
 # Programs of this machine's Debian packages into $1/usr/bin (under the name given), with the
 # shared libraries and loader they link (as ldd lists them, at the same paths): /usr/bin comes
 # before busybox's /bin in a container's PATH.
@@ -147,6 +155,7 @@ build_socat() { # name archive-prefix
     rootfs=$(mktemp -d "$IMAGES_DIR/rootfs.XXXXXX")
     busybox_into "$rootfs"
     debian_programs_into "$rootfs" socat=/usr/bin/socat
+    dash_as_sh "$rootfs"
     pack "$1" "$rootfs" "$archive" entrypoint /usr/bin/socat
     rm -rf "$rootfs"
   }
@@ -160,6 +169,7 @@ build_netshoot() {
     rootfs=$(mktemp -d "$IMAGES_DIR/rootfs.XXXXXX")
     busybox_into "$rootfs"
     debian_programs_into "$rootfs" nslookup="$(command -v nslookup)" dig="$(command -v dig)" nc="$(command -v nc)"
+    dash_as_sh "$rootfs"
     pack "$NETSHOOT_IMAGE" "$rootfs" "$archive" cmd /bin/sh
     rm -rf "$rootfs"
   }
