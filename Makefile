@@ -3,10 +3,10 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: alerts-test dashboard-png simulate help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test lab-install conformance-full
+.PHONY: alerts-test dashboard-png simulate help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test lab-install lab-day2 conformance-full
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 setup: ## Install what the build, the tests and the demo need (Rust components, dig, openssl); idempotent
 	hack/setup.sh
@@ -79,7 +79,7 @@ chart-test: setup tools build ## Offline checks of the chart (lint, template, fi
 chart-dry-run: setup ## Server-side dry-run of the chart on the running local ClusterSet, CRD no-downgrade rule
 	hack/chart.sh dry-run
 
-lab-up: setup tools build ## The data-plane lab: the local ClusterSet inside network namespace atoll-lab, which has no route out (isolation checked first)
+lab-up: setup tools build ## The data-plane lab: 3 clusters inside network namespace atoll-lab (no route out; isolation checked first), a real node each (kubelet, containerd, CNI); ATOLL_LAB_NODES=runner: kwok nodes and the pod runner
 	hack/lab.sh up
 
 lab-down: ## Stop the lab (by recorded pids) and delete the namespaces it created
@@ -88,11 +88,14 @@ lab-down: ## Stop the lab (by recorded pids) and delete the namespaces it create
 lab-check: setup ## The lab's isolation checks: no default route, no link out, outside addresses unreachable
 	hack/lab.sh check
 
-lab-install: setup tools build image ## helm install Atoll (hub and members, from `make image`) into the lab's real nodes (ATOLL_LAB_NODES=real make lab-up), atoll join each member
+lab-install: setup tools build image ## helm install Atoll (hub and members, from `make image`) into the lab's real nodes (after make lab-up), atoll join each member
 	hack/lab-install.sh
+
+lab-day2: setup ## On the Helm-installed lab: helm upgrade (nothing imported changes), leader Pod deleted (hand-over timed), helm uninstall (unwire hook, CRDs and MCS objects kept)
+	hack/lab-day2.sh
 
 lab-test: setup ## Traffic tests in the running lab: ClusterSetIP, clusterset.local through the pod's resolver, dead cluster, unexport
 	hack/lab-test.sh
 
-conformance-full: setup tools build ## All 27 upstream specs (Connectivity and DNS included) inside the lab (starts it), report in target/conformance-lab
+conformance-full: setup tools build image ## All 27 upstream specs, unmodified, in the real-node lab on the Helm-installed Atoll (starts and installs it), report in target/conformance-lab
 	hack/conformance-lab.sh all

@@ -78,7 +78,7 @@ case ${1:-all} in
   all)
     build
     "$HACK/lab.sh" up
-    [ "${ATOLL_LAB_NODES:-}" != real ] || "$HACK/lab-install.sh"
+    [ "${ATOLL_LAB_NODES:-real}" != real ] || "$HACK/lab-install.sh"
     run
     ;;
   *) die "usage: hack/conformance-lab.sh build|run|all" ;;

@@ -27,8 +27,12 @@ cluster_ready() {
 # the lab's address on the nodes' bridge, so pods reach it through the `kubernetes` Service,
 # its certificate names that address and the Service's ClusterIP (in-cluster configuration
 # verifies it), and it calls kubelets (exec, logs) with the admin client certificate.
-REAL_NODES=${ATOLL_LAB_NODES:-}
-[ -z "$REAL_NODES" ] || [ "$REAL_NODES" = real ] || die "ATOLL_LAB_NODES is '$REAL_NODES': only 'real' (or unset) is known"
+REAL_NODES=
+case ${ATOLL_LAB_NODES:-} in
+  real) REAL_NODES=real ;;
+  "" | runner) ;;
+  *) die "ATOLL_LAB_NODES is '$ATOLL_LAB_NODES': 'real', 'runner' or unset" ;;
+esac
 [ -z "$REAL_NODES" ] || [ -n "${ATOLL_LAB_ADDRESS:-}" ] || die "ATOLL_LAB_NODES=real needs ATOLL_LAB_ADDRESS (hack/lab.sh sets both)"
 
 write_config() { # name index -> kwokctl config file path

@@ -51,10 +51,20 @@ percentiles() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {i50=int((NR+
 echo "export -> first connection to the ClusterSetIP from c1: $(percentiles "${by_ip[@]}")"
 echo "export -> first connection by name (clusterset.local) from c1: $(percentiles "${by_name[@]}")"
 
-rss=0
-for pid in $(env_pids) $(for f in "$PROCS_DIR"/*.pid; do proc_running "$(basename "$f" .pid)" && proc_pid "$(basename "$f" .pid)"; done); do
+# Every process of the lab: control planes (kwokctl's pids), ours (agents, kube-proxies, DNS,
+# runners, kubelets, containerd), and on real nodes the containers (the nodes' cgroups) and
+# containerd's shims.
+lab_pids() {
+  local f
+  env_pids
+  for f in "$PROCS_DIR"/*.pid; do proc_running "$(basename "$f" .pid)" && proc_pid "$(basename "$f" .pid)"; done
+  find /sys/fs/cgroup/memory/ -maxdepth 1 -name "$LAB_NETNS-*" -exec find {} -name cgroup.procs \; 2>/dev/null | xargs -r cat
+  pgrep -f "containerd-shim-runc-v2 .*-address $LAB_DIR/nodes/" || true
+}
+rss=0 processes=0
+for pid in $(lab_pids | sort -un); do
   r=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-  rss=$((rss + ${r:-0}))
+  rss=$((rss + ${r:-0})) processes=$((processes + 1))
 done
-echo "lab RSS (control planes, agents, kube-proxies, DNS servers, runners; not the pods' socat): $((rss / 1024)) MiB"
+echo "lab RSS ($processes processes: control planes, agents, kube-proxies, DNS, kubelets, containerd, shims, containers or runners): $((rss / 1024)) MiB"
 for c in c1 c2; do k "$c" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; done

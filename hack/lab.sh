@@ -19,13 +19,15 @@ set -euo pipefail
 . "$(dirname "$0")/lab-env.sh"
 ATOLL=${ATOLL:-$REPO_DIR/target/debug/atoll}
 COREDNS_IMAGE=registry.k8s.io/coredns/coredns:$COREDNS_VERSION
-# Pods on real nodes (kubelet, containerd, runc, CNI: hack/lab-node.sh) with ATOLL_LAB_NODES=real;
-# otherwise kwok's fake node and the lab's pod runner (hack/lab-pods.sh).
-LAB_NODES=${ATOLL_LAB_NODES:-}
+# ATOLL_LAB_NODES=real (the default): a real node per cluster (kubelet, containerd, runc, CNI:
+# hack/lab-node.sh), CoreDNS as a Deployment, bare clusters for `make lab-install`.
+# ATOLL_LAB_NODES=runner (what `make test` runs): kwok's fake node, the lab's pod runner
+# (hack/lab-pods.sh), agents, `atoll dns` and CoreDNS as processes.
+LAB_NODES=${ATOLL_LAB_NODES:-real}
 case $LAB_NODES in
-  "") ;;
   real) export ATOLL_LAB_NODES=real ATOLL_LAB_ADDRESS=$LAB_ADDRESS ;;
-  *) die "ATOLL_LAB_NODES is '$LAB_NODES': only 'real' (or unset) is known" ;;
+  runner) export ATOLL_LAB_NODES=runner ;;
+  *) die "ATOLL_LAB_NODES is '$LAB_NODES': 'real' (the default) or 'runner'" ;;
 esac
 
 in_lab() {

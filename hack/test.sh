@@ -72,6 +72,9 @@ done
 # once): real packets through kube-proxy and CoreDNS, then all 27 upstream specs inside it.
 "$HACK_DIR/env-down.sh"
 log "data-plane lab: traffic tests and the whole upstream suite (27 specs) inside it"
+# The pod runner's lab (kwok's node, pods as processes): the real-node lab (kubelet, containerd,
+# Atoll installed by Helm, the unmodified suite) is `make conformance-full`, see the README.
+export ATOLL_LAB_NODES=runner
 "$HACK_DIR/lab.sh" down
 trap '"$HACK_DIR/env-down.sh"; "$HACK_DIR/lab.sh" down' EXIT
 lab=0
