@@ -75,7 +75,7 @@ traffic_log=$(mktemp)
 (
   while [ -e "$traffic_log" ]; do
     out=$("$HACK/lab.sh" pod-exec c1 "$NS" client nc -w 2 "$SVC.$NS.svc.clusterset.local" 80 </dev/null 2>/dev/null || true)
-    echo "${out:-none}" >>"$traffic_log"
+    echo "${out:-none $(date +%T.%3N)}" >>"$traffic_log"
     sleep 0.2
   done
 ) &
@@ -90,6 +90,7 @@ done
 upgrade_seconds=$((SECONDS - upgrade_started))
 mv "$traffic_log" "$traffic_log.done"; wait "$traffic" 2>/dev/null || true
 connections=$(wc -l <"$traffic_log.done"); unanswered=$(grep -vc '^c[23] ' "$traffic_log.done" || true)
+grep -v '^c[23] ' "$traffic_log.done" | sed 's/^/  unanswered: /' || true
 rm -f "$traffic_log.done"
 new_images() { # the 4 agent and DNS pods of every cluster, and no other, on the new tag
   local c images

@@ -48,6 +48,11 @@ pub struct Args {
     #[arg(long)]
     pub udp_workers: Option<usize>,
     /// Address of the admin HTTP server (/metrics, /healthz, /readyz).
+    /// After SIGTERM, keep answering for this many seconds while /readyz says not ready, so that
+    /// the Pod leaves its Service's endpoints, and every node's proxy rules, before it stops
+    /// (a rolling update then loses no query). The chart sets 5; 0 stops at once.
+    #[arg(long, default_value_t = 0)]
+    pub lameduck_seconds: u64,
     #[arg(long, default_value = "127.0.0.1:9480")]
     pub admin_address: SocketAddr,
     /// Largest UDP answer, in bytes, whatever size a requester's EDNS claims; larger answers
@@ -72,6 +77,9 @@ pub struct Args {
     #[arg(long, default_value_t = TcpLimits::default().max_queries)]
     pub tcp_max_queries: usize,
 }
+
+/// What /readyz waits for once a stop signal came (never done: the process is going).
+const STOPPING: &str = "stopping";
 
 /// How long open TCP connections get to end after a stop signal.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -145,13 +153,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "serving the MCS EndpointSlices of these managed-by values only"
     );
     let result = tokio::select! {
-        result = atoll_dns::source::run(kube, zone_config, trust, zone, metrics, readiness) => {
+        result = atoll_dns::source::run(kube, zone_config, trust, zone, metrics, readiness.clone()) => {
             match result {
                 Ok(()) => Err(anyhow::anyhow!("the zone source stopped")),
                 Err(error) => Err(error).context("watching the cluster for the zone"),
             }
         }
         () = super::agent::shutdown_signal() => {
+            if args.lameduck_seconds > 0 {
+                readiness.wait_for(STOPPING);
+                tracing::info!(seconds = args.lameduck_seconds, "stop signal: not ready, still answering (lameduck)");
+                tokio::time::sleep(Duration::from_secs(args.lameduck_seconds)).await;
+            }
             tracing::info!("shutting down");
             Ok(())
         }
