@@ -27,6 +27,8 @@ cleanup() {
   for pid in "${sleepers[@]}"; do kill "$pid" 2>/dev/null || true; done
   "${LAB[@]}" down >/dev/null 2>&1 || true
   ip netns del atoll-safety-foreign 2>/dev/null || true
+  ip netns del atoll-safety-cni 2>/dev/null || true
+  umount "$LAB_DIR/nodes/c1/containerd/state/io.containerd.grpc.v1.cri/netns/cni-safety" 2>/dev/null || true
   rm -rf "$SAFETY_DIR"
 }
 trap cleanup EXIT
@@ -45,6 +47,37 @@ fresh_lab() {
 
 fresh_lab
 check "a fresh lab (its namespace, a node, a pod) passes the isolation check" lab_check
+
+# A real node's pod namespace as containerd makes it: a file under the node's state directory
+# (not in /run/netns), its eth0 a veth from the node's cni0 side. Made here with ip and a bind
+# mount; the check must walk it by path.
+cni_ns=$LAB_DIR/nodes/c1/containerd/state/io.containerd.grpc.v1.cri/netns/cni-safety
+mkdir -p "$(dirname "$cni_ns")"; touch "$cni_ns"
+ip netns add atoll-safety-cni
+mount --bind /run/netns/atoll-safety-cni "$cni_ns"
+ip -n "$(node_netns c1)" link add vcnisafety type veth peer name eth0 netns atoll-safety-cni
+ip netns del atoll-safety-cni
+nsenter --net="$cni_ns" ip link set lo up
+nsenter --net="$cni_ns" ip link set eth0 up
+nsenter --net="$cni_ns" ip addr add 10.201.0.77/24 dev eth0
+nsenter --net="$cni_ns" ip route add 10.0.0.0/8 via 10.201.0.1 dev eth0
+check "a real node's pod namespace (containerd's, by path) passes the isolation check" lab_check
+check "... and was checked (the count includes it)" grep -q 'in all 4$' "$SAFETY_DIR/check.out"
+nsenter --net="$cni_ns" ip route add default via 10.201.0.1 dev eth0
+check "a default route in that pod namespace fails the check" fails lab_check
+check "... naming the namespace's file" grep -q "$cni_ns: default route" "$SAFETY_DIR/check.out"
+nsenter --net="$cni_ns" ip route del default
+# A node veth whose peer is no pod of the node (the pod's file gone, the namespace kept alive by
+# a process in it).
+nsenter --net="$cni_ns" sleep 300 &
+sleepers+=($!)
+sleep 0.2
+umount "$cni_ns"; rm -f "$cni_ns"
+check "a node veth into a namespace that is no pod of the node fails the check" fails lab_check
+check "... at the link check" grep -q '^FAIL only loopback, bridges and links' "$SAFETY_DIR/check.out"
+ip -n "$(node_netns c1)" link del vcnisafety
+rm -rf "$LAB_DIR/nodes"
+check "with the namespace gone, the lab passes again" lab_check
 
 # A default route out of the lab: the check must fail and nothing may be sent on that route.
 # A bridge without ports: whatever is sent on it is counted and goes nowhere.
