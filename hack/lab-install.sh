@@ -93,3 +93,18 @@ for c in $clusters; do
   echo "--- kubectl get pods -n atoll-system ($c)"
   lab_kubectl "$c" -n atoll-system get pods -o wide
 done
+# Pod start time of each agent and DNS Pod from its own status: created -> container running ->
+# Ready (an agent is ready once its member is joined and its first pass is done).
+for c in $clusters; do
+  lab_kubectl "$c" -n atoll-system get pods -o json | python3 -c '
+import json, sys
+from datetime import datetime
+t = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+for p in json.load(sys.stdin)["items"]:
+    created = t(p["metadata"]["creationTimestamp"])
+    running = [c["state"]["running"]["startedAt"] for c in p["status"].get("containerStatuses", []) if "running" in c.get("state", {})]
+    ready = [c["lastTransitionTime"] for c in p["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"]
+    fmt = lambda ts: "%d s" % (t(ts[0]) - created).total_seconds() if ts else "-"
+    print("pod start %s %s: created -> running %s, -> Ready %s" % (sys.argv[1], p["metadata"]["name"], fmt(running), fmt(ready)))
+' "$c"
+done

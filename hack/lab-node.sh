@@ -142,6 +142,9 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
 serializeImagePulls: false
+# A ConfigMap volume is refreshed when the kubelet syncs the pod, every syncFrequency (default
+# 1 min): CoreDNS sees the chart's wiring of its Corefile within seconds instead.
+syncFrequency: 5s
 EOF
 }
 
