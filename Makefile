@@ -79,7 +79,7 @@ chart-test: setup tools build ## Offline checks of the chart (lint, template, fi
 chart-dry-run: setup ## Server-side dry-run of the chart on the running local ClusterSet, CRD no-downgrade rule
 	hack/chart.sh dry-run
 
-lab-up: setup tools build ## The data-plane lab: 3 clusters inside network namespace atoll-lab (no route out; isolation checked first), a real node each (kubelet, containerd, CNI); ATOLL_LAB_NODES=runner: kwok nodes and the pod runner
+lab-up: setup tools build ## The data-plane lab: 3 clusters inside network namespace atoll-lab (no route out; isolation checked first), a real node each (kubelet, containerd, CNI, kube-proxy, CoreDNS); then make lab-install
 	hack/lab.sh up
 
 lab-down: ## Stop the lab (by recorded pids) and delete the namespaces it created

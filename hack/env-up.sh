@@ -30,8 +30,8 @@ cluster_ready() {
 REAL_NODES=
 case ${ATOLL_LAB_NODES:-} in
   real) REAL_NODES=real ;;
-  "" | runner) ;;
-  *) die "ATOLL_LAB_NODES is '$ATOLL_LAB_NODES': 'real', 'runner' or unset" ;;
+  "") ;;
+  *) die "ATOLL_LAB_NODES is '$ATOLL_LAB_NODES': 'real' or unset" ;;
 esac
 [ -z "$REAL_NODES" ] || [ -n "${ATOLL_LAB_ADDRESS:-}" ] || die "ATOLL_LAB_NODES=real needs ATOLL_LAB_ADDRESS (hack/lab.sh sets both)"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-plane propagation in the running lab (make lab-up first): for LAB_BENCH_SERVICES services
+# Data-plane propagation in the running lab (make lab-up && make lab-install first): for LAB_BENCH_SERVICES services
 # (default 20) served by an echo pod in c2, the time from `kubectl create serviceexport` in c2 to
 # the first successful connection from a pod in c1, (a) to the ClusterSetIP (as soon as the
 # ServiceImport names it) and (b) by name through the pod's resolver (c1's CoreDNS, whose Atoll
@@ -23,7 +23,7 @@ lab_client_pod c1 "$NS"
 log "waiting for $N echo pods in c2 and the client in c1"
 k c2 -n "$NS" wait --for=condition=Available --timeout=120s deployment --all >/dev/null
 for _ in $(seq 240); do in_client true 2>/dev/null && break; sleep 0.5; done
-# The echo pods listen once the runner started them.
+# socat binds its port just after its container starts (the echo pods have no readiness probe).
 sleep 2
 
 by_ip=() by_name=()
@@ -51,9 +51,9 @@ percentiles() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {i50=int((NR+
 echo "export -> first connection to the ClusterSetIP from c1: $(percentiles "${by_ip[@]}")"
 echo "export -> first connection by name (clusterset.local) from c1: $(percentiles "${by_name[@]}")"
 
-# Every process of the lab: control planes (kwokctl's pids), ours (agents, kube-proxies, DNS,
-# runners, kubelets, containerd), and on real nodes the containers (the nodes' cgroups) and
-# containerd's shims.
+# Every process of the lab: control planes (kwokctl's pids), ours (kube-proxies, apiserver links,
+# kubelets, containerd), the containers (the nodes' cgroups: Atoll's agents and DNS servers,
+# CoreDNS, the workloads) and containerd's shims.
 lab_pids() {
   local f
   env_pids
@@ -66,5 +66,5 @@ for pid in $(lab_pids | sort -un); do
   r=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
   rss=$((rss + ${r:-0})) processes=$((processes + 1))
 done
-echo "lab RSS ($processes processes: control planes, agents, kube-proxies, DNS, kubelets, containerd, shims, containers or runners): $((rss / 1024)) MiB"
+echo "lab RSS ($processes processes: control planes, kube-proxies, kubelets, containerd, shims, containers): $((rss / 1024)) MiB"
 for c in c1 c2; do k "$c" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; done

@@ -4,22 +4,20 @@
 # only ones `hack/lab.sh down` deletes or kills processes in, and only while the name still
 # stands for the namespace the lab created (same inode, never the host's own).
 #
-#   atoll-lab            control planes, agents on 127.0.0.1; bridge labbr0 joining the nodes
-#   atoll-lab-cN         cluster cN's node: 10.255.0.N on the bridge, kube-proxy (nftables),
-#                        `atoll dns` and CoreDNS, a route to every other cluster's pod range
-#   lab-<uid>            one per Running pod: its pod IP on eth0, a veth to its cluster's node
-#   <containerd state>/netns/cni-*   with real nodes (ATOLL_LAB_NODES=real, hack/lab-node.sh) the
-#                        pod namespaces containerd creates under the node's own state directory
-#                        (not in /run/netns), wired by the CNI bridge plugin to the node's cni0;
-#                        checked like the rest (by path: `nsenter --net=<file>`)
+#   atoll-lab            control planes on 127.0.0.1 and on 10.255.0.254, the lab's address on
+#                        bridge labbr0 joining the nodes
+#   atoll-lab-cN         cluster cN's node: 10.255.0.N on the bridge, kubelet, containerd,
+#                        kube-proxy (nftables), a route to every other cluster's pod range
+#   <containerd state>/netns/cni-*   the pod namespaces containerd creates under the node's own
+#                        state directory (hack/lab-node.sh; not in /run/netns), wired by the CNI
+#                        bridge plugin to the node's cni0; checked like the rest (by path:
+#                        `nsenter --net=<file>`), found anew at every check
 #
 # Routes are only the lab's own prefixes (10.255.0.0/24 nodes, 10.20N.0.0/24 pods, 10.0.0.0/8
 # from a pod): no namespace of the lab has a default route, so a packet to anywhere else is
 # refused by the kernel at once.
 # shellcheck shell=bash
 LAB_BRIDGE=labbr0
-# The address every pod's default-less route points at: each pod veth's node side holds it.
-POD_GATEWAY=169.254.1.1
 
 netns_exists() { [ -e "/run/netns/$1" ] && ip netns list | awk '{print $1}' | grep -qx "$1"; }
 # The inode of a named network namespace (what tells two namespaces of one name apart), or of the
@@ -37,8 +35,7 @@ netns_ours() { # name
 
 # Creates namespace $1 and records it with its inode (a name already recorded is reused if it
 # is still the namespace the lab created; any other namespace of that name is refused).
-# The pod runners of several clusters create and delete namespaces at once: the record is
-# changed under a lock.
+# The record is changed under a lock (teardown and a harness test may race a creation).
 netns_create() { # name
   mkdir -p "$LAB_DIR"
   (
@@ -72,19 +69,6 @@ netns_delete() { # name
   ) 9>>"$NETNS_FILE.lock"
 }
 
-# Runs a command in a pod's network namespace as a container would run it: as the unprivileged
-# user 65534, with no capabilities (bounding, inheritable and ambient sets cleared) and no way to
-# gain any (no_new_privs). Without CAP_SYS_ADMIN and CAP_NET_ADMIN a pod's command can neither
-# enter another namespace (the host's included) nor change routes or links. The namespace is
-# checked (isolated, the lab's) before anything runs in it.
-POD_UID=65534
-pod_run() { # netns command...
-  local ns=$1; shift
-  netns_isolated "$ns" || { log "refusing to run $1 in $ns: the namespace failed its isolation check"; return 1; }
-  ip netns exec "$ns" setpriv --reuid="$POD_UID" --regid="$POD_UID" --clear-groups \
-    --inh-caps=-all --ambient-caps=-all --bounding-set=-all --no-new-privs -- "$@"
-}
-
 # `ip` in a namespace given by name (ip -n) or, for containerd's pod namespaces, by path.
 netns_ip() { # name-or-path ip-arguments...
   local ns=$1; shift
@@ -94,7 +78,7 @@ netns_ip() { # name-or-path ip-arguments...
   esac
 }
 
-# The pod namespaces containerd made for the lab's real nodes (paths; none without real nodes).
+# The pod namespaces containerd made for the lab's nodes (paths).
 real_node_pod_namespaces() {
   local f
   for f in "$LAB_DIR"/nodes/*/containerd/state/io.containerd.grpc.v1.cri/netns/*; do
@@ -235,38 +219,4 @@ node_net_up() { # cN all-clusters...
     ip -n "$ns" route replace "$(pod_cidr "$other")" via "$(node_ip "$other")" dev eth0
   done
   netns_isolated "$ns" || die "node namespace $ns failed its isolation check: nothing starts in it"
-}
-
-# A name for a pod's namespace and its node-side veth (at most 15 characters), from its uid.
-# The namespace name is the uid's first 12 hex digits: the conformance suite's exec
-# (hack/go/conformance-lab) finds a pod's namespace from its uid alone, whatever its cluster.
-pod_netns() { local hex=${1//-/}; echo "lab-${hex:0:12}"; }   # uid
-pod_veth() { echo "p${1:0:8}${1:9:4}"; }     # uid
-
-pod_net_up() { # cN uid pod-ip namespace
-  local c=$1 uid=$2 ip=$3 kns=$4 ns node veth
-  ns=$(pod_netns "$uid"); node=$(node_netns "$c"); veth=$(pod_veth "$uid")
-  netns_create "$ns"
-  if ! ip -n "$ns" link show eth0 >/dev/null 2>&1; then
-    ip -n "$node" link add "$veth" type veth peer name eth0 netns "$ns"
-    ip -n "$node" addr add "$POD_GATEWAY/32" dev "$veth"
-    ip -n "$node" link set "$veth" up
-    ip -n "$node" route replace "$ip/32" dev "$veth"
-    ip -n "$ns" addr add "$ip/32" dev eth0
-    ip -n "$ns" link set eth0 up
-    ip -n "$ns" route add "$POD_GATEWAY" dev eth0 scope link
-    ip -n "$ns" route add 10.0.0.0/8 via "$POD_GATEWAY" dev eth0
-  fi
-  # Pods run unprivileged (pod_run): in their own namespace they may still bind any port and
-  # ping, as in a container.
-  ip netns exec "$ns" sysctl -qw net.ipv4.ip_unprivileged_port_start=0 "net.ipv4.ping_group_range=0 2147483647"
-  netns_isolated "$ns" || die "pod namespace $ns failed its isolation check: nothing starts in it"
-  # `ip netns exec` binds /etc/netns/<ns>/resolv.conf over /etc/resolv.conf: the pod's resolver
-  # as the kubelet writes it (ClusterFirst).
-  mkdir -p "/etc/netns/$ns"
-  cat >"/etc/netns/$ns/resolv.conf" <<EOF
-search $kns.svc.cluster.local svc.cluster.local cluster.local
-nameserver $(dns_service_ip "$c")
-options ndots:5
-EOF
 }

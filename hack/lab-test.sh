@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Traffic tests in the running data-plane lab (make lab-up first): real packets from a pod of
+# Traffic tests in the running data-plane lab (make lab-up && make lab-install first): real packets from a pod of
 # c1 through kube-proxy's nftables rules to pods of c2 and c3, names resolved by the pod's
 # resolver through c1's CoreDNS and `atoll dns`; then KEP-5939 locality (hack/lab-locality.sh).
 # The isolation checks run first; nothing runs if one fails. Prints "lab traffic: N passed, N failed". Usage: hack/lab-test.sh
@@ -137,19 +137,15 @@ check "after c3's unexport, every connection reaches c2 (within ${PROPAGATION} s
   eventually "$PROPAGATION" only_from c2 "$ip"
 
 log "c3's echo pods go away: their network namespaces go with them"
-# A pod's network namespace: the lab's (pod runner), or on a real node the one containerd made
-# for its sandbox (crictl inspectp).
+# A pod's network namespace: the one containerd made for its sandbox (crictl inspectp), a file
+# under the node's state directory.
 pod_namespace_of() { # uid
-  if [ -d "$LAB_DIR/nodes/c3" ]; then
-    local id
-    id=$("$NODE_BIN/crictl" --runtime-endpoint "unix://$LAB_DIR/nodes/c3/containerd.sock" pods -q --label "io.kubernetes.pod.uid=$1")
-    "$NODE_BIN/crictl" --runtime-endpoint "unix://$LAB_DIR/nodes/c3/containerd.sock" inspectp "$id" |
-      python3 -c 'import json,sys; print(next(n["path"] for n in json.load(sys.stdin)["info"]["runtimeSpec"]["linux"]["namespaces"] if n["type"] == "network"))'
-  else
-    pod_netns "$1"
-  fi
+  local id
+  id=$("$NODE_BIN/crictl" --runtime-endpoint "unix://$LAB_DIR/nodes/c3/containerd.sock" pods -q --label "io.kubernetes.pod.uid=$1")
+  "$NODE_BIN/crictl" --runtime-endpoint "unix://$LAB_DIR/nodes/c3/containerd.sock" inspectp "$id" |
+    python3 -c 'import json,sys; print(next(n["path"] for n in json.load(sys.stdin)["info"]["runtimeSpec"]["linux"]["namespaces"] if n["type"] == "network"))'
 }
-namespace_gone() { case $1 in /*) [ ! -e "$1" ] ;; *) ! netns_exists "$1" ;; esac; }
+namespace_gone() { [ ! -e "$1" ]; }
 c3_namespaces=$(k c3 -n "$NS" get pods -l app=$SVC -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}' |
   while read -r uid; do pod_namespace_of "$uid"; done)
 gone() { local ns; [ -n "$c3_namespaces" ] || return 1; for ns in $c3_namespaces; do namespace_gone "$ns" || return 1; done; }

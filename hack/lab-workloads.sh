@@ -6,7 +6,7 @@ lab_namespace() { # cN namespace
   lab_kubectl "$1" create namespace "$2" --dry-run=client -o yaml | lab_kubectl "$1" apply -f - >/dev/null
 }
 
-# Pod `client` (netshoot: no process in the lab; tests run nc and dig in its namespace).
+# Pod `client` (netshoot, sleeping: tests run nc and dig in it with kubectl exec).
 lab_client_pod() { # cN namespace
   lab_namespace "$1" "$2"
   lab_kubectl "$1" -n "$2" apply -f - >/dev/null <<YAML

@@ -6,29 +6,23 @@
 # agents, kube-proxy, DNS servers, pods — and whatever a test sends from there, even to a wrong
 # address, cannot leave the machine.
 #
-#   hack/lab.sh up      create the namespace, check its isolation, start the ClusterSet and
-#                       agents inside it and each cluster's node (kube-proxy, CoreDNS, atoll dns,
-#                       pod runner), check again (state in ~/.cache/atoll/lab/env)
+#   hack/lab.sh up      create the namespace, check its isolation, start the ClusterSet inside
+#                       it and each cluster's real node (kubelet, containerd, runc, CNI,
+#                       kube-proxy; CoreDNS as a Deployment), check again (state in
+#                       ~/.cache/atoll/lab/env); Atoll comes from `make lab-install` (Helm)
 #   hack/lab.sh check   the isolation checks alone (exit 1 if one fails)
 #   hack/lab.sh down    stop what `up` started (by recorded pids) and delete the namespaces the
 #                       lab recorded
 #   hack/lab.sh netns   create the namespace only (what the isolation test checks)
 #   hack/lab.sh exec CMD...  run CMD inside the lab with ATOLL_ENV_DIR pointing at its state
-#   hack/lab.sh pod-exec cN NAMESPACE POD CMD...  run CMD in a pod's namespace (and resolver)
+#   hack/lab.sh pod-exec cN NAMESPACE POD CMD...  run CMD in a pod's container (kubectl exec)
+#   hack/lab.sh agent stop|start cN  scale cN's agent Deployment to 0, or back to 2
 set -euo pipefail
 . "$(dirname "$0")/lab-env.sh"
-ATOLL=${ATOLL:-$REPO_DIR/target/debug/atoll}
 COREDNS_IMAGE=registry.k8s.io/coredns/coredns:$COREDNS_VERSION
-# ATOLL_LAB_NODES=real (the default): a real node per cluster (kubelet, containerd, runc, CNI:
-# hack/lab-node.sh), CoreDNS as a Deployment, bare clusters for `make lab-install`.
-# ATOLL_LAB_NODES=runner (what `make test` runs): kwok's fake node, the lab's pod runner
-# (hack/lab-pods.sh), agents, `atoll dns` and CoreDNS as processes.
-LAB_NODES=${ATOLL_LAB_NODES:-real}
-case $LAB_NODES in
-  real) export ATOLL_LAB_NODES=real ATOLL_LAB_ADDRESS=$LAB_ADDRESS ;;
-  runner) export ATOLL_LAB_NODES=runner ;;
-  *) die "ATOLL_LAB_NODES is '$LAB_NODES': 'real' (the default) or 'runner'" ;;
-esac
+# What hack/env-up.sh reads inside the lab: clusters for real nodes (kubelets register
+# themselves, the apiserver reachable from pods at the lab's address on the nodes' bridge).
+export ATOLL_LAB_NODES=real ATOLL_LAB_ADDRESS=$LAB_ADDRESS
 
 in_lab() {
   netns_isolated "$LAB_NETNS" || die "the lab namespace $LAB_NETNS failed its isolation check: nothing runs in it"
@@ -85,11 +79,10 @@ write_if_changed() { # file < content
   if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
 }
 
-# What the kubelet's node would run for cluster cN, in its node namespace: kube-proxy
-# (nftables), the cluster DNS (CoreDNS forwarding clusterset.local to `atoll dns`), and the pod
-# runner giving its Running pods a network.
+# Cluster cN's node, in its node namespace: kubelet, containerd and CNI (hack/lab-node.sh),
+# kube-proxy (nftables), and the cluster DNS (CoreDNS as a Deployment).
 node_up() { # cN all-clusters...
-  local c=$1 ns server port admin
+  local c=$1 ns server port
   ns=$(node_netns "$c")
   node_net_up "$@"
   # The apiserver listens on the lab's loopback; on the node's own loopback, socat takes each
@@ -101,14 +94,7 @@ node_up() { # cN all-clusters...
   proc_start "apiserver-link-$c" ip netns exec "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "EXEC:$ATOLL_ENV_DIR/apiserver-link-$c.sh"
   kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" config view --raw --minify --flatten --context "kwok-$c" >"$ATOLL_ENV_DIR/node-$c.kubeconfig"
 
-  if [ "$LAB_NODES" = real ]; then
-    "$HACK_DIR/lab-node.sh" up "$c"
-  else
-    # kube-proxy's node address (kwok leaves the fake node without one): the node namespace's.
-    lab_kubectl "$c" patch node "$c-node-0" \
-      --subresource=status --type=merge >/dev/null \
-      -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$(node_ip "$c")\"},{\"type\":\"Hostname\",\"address\":\"$c-node-0\"}]}}"
-  fi
+  "$HACK_DIR/lab-node.sh" up "$c"
   # Written only when it changes: kube-proxy exits when its configuration file does.
   write_if_changed "$ATOLL_ENV_DIR/kube-proxy-$c.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -132,66 +118,8 @@ conntrack:
 EOF
   proc_start "kube-proxy-$c" ip netns exec "$ns" kube-proxy --config "$ATOLL_ENV_DIR/kube-proxy-$c.yaml"
 
-  if [ "$LAB_NODES" = real ]; then
-    cluster_dns_pods "$c"
-  else
-    cluster_dns_processes "$c"
-    # From the host namespace, as node_up: namespaces it adds must be visible to every `ip netns`.
-    proc_start "pods-$c" "$HACK_DIR/lab-pods.sh" "$c"
-    wait_http_in "dns-$c" "$ns" "$(dns_admin_port "$c")" /readyz
-  fi
+  cluster_dns_pods "$c"
   wait_http_in "kube-proxy-$c" "$ns" 10256 /healthz
-}
-
-# The cluster DNS without real nodes: the kube-dns Service at the usual address, its endpoint
-# the node's CoreDNS, a process in the node namespace, forwarding clusterset.local to the
-# node's `atoll dns` process.
-cluster_dns_processes() { # cN
-  local c=$1 ns admin
-  ns=$(node_netns "$c")
-  lab_kubectl "$c" apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Service
-metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
-spec:
-  clusterIP: $(dns_service_ip "$c")
-  ports:
-  - {name: dns, port: 53, protocol: UDP}
-  - {name: dns-tcp, port: 53, protocol: TCP}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: kube-dns-lab
-  namespace: kube-system
-  labels: {kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: atoll-lab}
-addressType: IPv4
-endpoints:
-- addresses: ["$(node_ip "$c")"]
-  conditions: {ready: true}
-ports:
-- {name: dns, port: 53, protocol: UDP}
-- {name: dns-tcp, port: 53, protocol: TCP}
-EOF
-  admin=$(dns_admin_port "$c")
-  proc_start "dns-$c" ip netns exec "$ns" "$ATOLL" dns --kubeconfig "$ATOLL_ENV_DIR/dns-$c.kubeconfig" \
-    --listen "127.0.0.1:$(dns_port "$c")" --admin-address "127.0.0.1:$admin"
-  {
-    cat <<EOF
-.:53 {
-    bind $(node_ip "$c")
-    errors
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig $ATOLL_ENV_DIR/node-$c.kubeconfig kwok-$c
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-    }
-}
-EOF
-    # The block the README documents (`atoll coredns print`), pointing at this node's atoll dns.
-    "$ATOLL" coredns print --target "127.0.0.1:$(dns_port "$c")" --bind "$(node_ip "$c")"
-  } >"$ATOLL_ENV_DIR/Corefile-$c"
-  proc_start "coredns-$c" ip netns exec "$ns" env GOMAXPROCS=1 coredns -conf "$ATOLL_ENV_DIR/Corefile-$c"
 }
 
 # The cluster DNS on a real node, as clusters run it: CoreDNS as a Deployment behind the kube-dns
@@ -281,17 +209,12 @@ up() {
   check_isolation
   local started=$SECONDS c clusters
   "$HACK_DIR/build-tools.sh" k8s kube-proxy etcd kwok coredns helm >/dev/null
-  if [ "$LAB_NODES" = real ]; then
-    "$HACK_DIR/build-tools.sh" node >/dev/null
-    "$HACK_DIR/lab-images.sh" build
-    require nsenter openssl
-    lab_address_up
-  fi
-  # kube-proxy's nft, the apiserver links' and the listeners' socat, the clients' nc and dig.
-  require nft socat nc dig ip python3 kubectl kube-proxy etcd kwokctl coredns helm
+  "$HACK_DIR/build-tools.sh" node >/dev/null
+  "$HACK_DIR/lab-images.sh" build
+  # kube-proxy's nft, the apiserver links' socat, dig for the DNS checks from the nodes.
+  require nsenter openssl nft socat dig ip python3 kubectl kube-proxy etcd kwokctl coredns helm
+  lab_address_up
   in_lab "$HACK_DIR/env-up.sh"
-  # With real nodes, Atoll comes as Pods from `make lab-install` (hack/lab-install.sh).
-  [ "$LAB_NODES" = real ] || in_lab "$HACK_DIR/agents.sh" start
   clusters=$(clusters_or)
   # shellcheck disable=SC2086 # cluster names are single words
   for c in $clusters; do node_up "$c" $clusters; done
@@ -309,7 +232,7 @@ down() {
     [ -d "$node" ] && "$HACK_DIR/lab-node.sh" down "$(basename "$node")"
   done
   if netns_ours "$LAB_NETNS"; then
-    # Agents, DNS servers, kube-proxies, CoreDNS and pod runners by pid, then the control planes
+    # kube-proxies and the apiserver links by pid, then the control planes
     # (stopping sends nothing: no isolation check stands in the way of teardown).
     ip netns exec "$LAB_NETNS" env ATOLL_ENV_DIR="$ATOLL_ENV_DIR" "$HACK_DIR/env-down.sh" || true
   fi
@@ -323,39 +246,24 @@ down() {
     done
     rm -f "$NETNS_FILE" "$NETNS_FILE.lock"
   fi
-  rm -rf "$LAB_DIR/pods"
 }
 
-# Runs a command inside pod NAMESPACE/POD of cluster cN: on a real node in its container
-# (kubectl exec, through the apiserver and the kubelet), otherwise in its network namespace
-# with its resolver.
+# Runs a command inside pod NAMESPACE/POD of cluster cN, in its container (kubectl exec, through
+# the apiserver and the kubelet).
 pod_exec() { # cN namespace pod command...
-  local c=$1 uid ns
-  if [ -d "$LAB_DIR/nodes/$c" ]; then
-    shift
-    lab_kubectl "$c" exec -n "$1" "$2" -- "${@:3}"
-    return
-  fi
-  uid=$(lab_kubectl "$c" -n "$2" get pod "$3" -o jsonpath='{.metadata.uid}')
-  ns=$(pod_netns "$uid")
-  netns_exists "$ns" || die "pod $2/$3 of $c has no lab namespace (not Running on the lab node yet?)"
-  shift 3
-  pod_run "$ns" "$@"
+  lab_kubectl "$1" exec -n "$2" "$3" -- "${@:4}"
 }
 
-# Stops or starts cN's agent: processes of hack/agents.sh, or on real nodes the Deployment
-# atoll-agent (scaled to 0, then back to the chart's 2 replicas).
+# Stops or starts cN's agent: its Deployment atoll-agent scaled to 0, then back to the chart's
+# 2 replicas.
 agent() { # stop|start cN
-  if [ -d "$LAB_DIR/nodes/$2" ]; then
-    case $1 in
-      stop) lab_kubectl "$2" -n atoll-system scale deployment/atoll-agent --replicas 0 >/dev/null
-        lab_kubectl "$2" -n atoll-system wait --for delete pod -l app.kubernetes.io/component=agent --timeout 60s >/dev/null ;;
-      start) lab_kubectl "$2" -n atoll-system scale deployment/atoll-agent --replicas 2 >/dev/null
-        lab_kubectl "$2" -n atoll-system rollout status deployment/atoll-agent --timeout 120s >/dev/null ;;
-    esac
-  else
-    in_lab "$HACK_DIR/agents.sh" "$1" "$2"
-  fi
+  case $1 in
+    stop) lab_kubectl "$2" -n atoll-system scale deployment/atoll-agent --replicas 0 >/dev/null
+      lab_kubectl "$2" -n atoll-system wait --for delete pod -l app.kubernetes.io/component=agent --timeout 60s >/dev/null ;;
+    start) lab_kubectl "$2" -n atoll-system scale deployment/atoll-agent --replicas 2 >/dev/null
+      lab_kubectl "$2" -n atoll-system rollout status deployment/atoll-agent --timeout 120s >/dev/null ;;
+    *) die "usage: hack/lab.sh agent stop|start cN" ;;
+  esac
 }
 
 case ${1:-} in
