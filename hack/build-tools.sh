@@ -83,7 +83,7 @@ build_helm() {
     "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
 }
 
-# The lab's real nodes (ATOLL_LAB_NODES=real): kubelet (from the Kubernetes module, as the
+# The lab's real nodes: kubelet (from the Kubernetes module, as the
 # control plane), containerd with its runc shim and ctr, runc (cgo, with seccomp from Debian's
 # libseccomp: containerd gives every sandbox the runtime/default profile), the CNI plugins the
 # node's network uses (bridge, host-local, loopback, portmap) and crictl. cgroup v1 is what this

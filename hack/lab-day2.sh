@@ -26,7 +26,7 @@ NEW_TAG=$VERSION-day2
 OUT=$REPO_DIR/target/lab/day2.json
 passed=0 failed=0
 
-[ -d "$LAB_DIR/nodes/c1" ] || die "no real nodes: ATOLL_LAB_NODES=real make lab-up && make lab-install first"
+[ -d "$LAB_DIR/nodes/c1" ] || die "no real nodes: make lab-up && make lab-install first"
 "$HACK/lab.sh" check >/dev/null || die "the lab is not isolated: nothing runs"
 k() { lab_kubectl "$@"; }
 lab_helm() { local c=$1; shift; ip netns exec "$LAB_NETNS" helm --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" --kube-context "kwok-$c" "$@"; }

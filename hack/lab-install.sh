@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make lab-install`: Atoll installed the way a platform team installs it, into the lab's real
-# nodes (make lab-up, ATOLL_LAB_NODES=real by default): `helm install` of charts/atoll into every cluster
+# nodes (make lab-up): `helm install` of charts/atoll into every cluster
 # (c1 is the hub and a member: mode both; the others mode member), then `atoll join` of each
 # member through the hub, all from the image `make image` built, imported into each node's
 # containerd (nothing is pulled). The agents (2 replicas, leader election), the DNS servers,
@@ -22,7 +22,7 @@ HUB=c1
 VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_DIR/Cargo.toml" | head -1)
 ARCHIVE=$REPO_DIR/target/image/atoll-$VERSION.oci.tar
 
-[ -d "$LAB_DIR/nodes/$HUB" ] || die "the lab has no real nodes: start it with 'make lab-up' (ATOLL_LAB_NODES=real, the default)"
+[ -d "$LAB_DIR/nodes/$HUB" ] || die "the lab has no real nodes: start it with 'make lab-up'"
 [ -s "$ARCHIVE" ] || die "$ARCHIVE is missing: run 'make image' (make lab-install does)"
 netns_isolated "$LAB_NETNS" || die "the lab namespace failed its isolation check"
 

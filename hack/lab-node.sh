@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real node for lab cluster cN (ATOLL_LAB_NODES=real): containerd (runc, the CNI bridge and
+# A real node for lab cluster cN: containerd (runc, the CNI bridge and
 # host-local IPAM) and the kubelet, run in the node's network namespace atoll-lab-cN (as
 # kube-proxy, CoreDNS and `atoll dns` are), registering node cN-node-0. Pods get their network
 # from CNI, in namespaces containerd creates under the node's state directory; images come from
