@@ -6,6 +6,7 @@
 //! that plan with server-side apply. Nothing is written or deleted before every watch has
 //! listed once; if a watch ends before that, the agent stops with an error.
 
+pub mod compact;
 mod config;
 pub mod dirty;
 pub mod events;
@@ -52,6 +53,7 @@ pub async fn run(
         );
     }
     let stores = stores::Stores::start(
+        &config.cluster_id,
         &config.member,
         &config.hub,
         config.profile.as_ref(),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use atoll_api::about::v1beta1::ClusterProperty;
+use atoll_api::endpoint::McsSlice;
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService, NamespacePolicy};
 use atoll_api::inventory::ClusterProfile;
 use atoll_api::keys::{ObjectKey, ServiceKey};
@@ -24,6 +25,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
+use crate::compact;
 use crate::dirty::{self, Dirty};
 
 /// Everything the reconciler reads.
@@ -35,8 +37,8 @@ pub struct Stores {
     pub services: Store<Service>,
     /// Member: EndpointSlices of Services (not ours), the endpoints we export.
     pub service_slices: Store<EndpointSlice>,
-    /// Member: the MCS EndpointSlices Atoll wrote.
-    pub mcs_slices: Store<EndpointSlice>,
+    /// Member: the MCS EndpointSlices Atoll wrote, read back in compact form.
+    pub mcs_slices: Store<McsSlice>,
     /// Member: namespaces (imports only go where the namespace exists).
     pub namespaces: Store<Namespace>,
     /// Member: ServiceImports.
@@ -70,10 +72,11 @@ impl Debug for Stores {
 }
 
 impl Stores {
-    /// Starts every watch on the `member` cluster and the `hub` (including this member's
+    /// Starts every watch of member `own` on the `member` cluster and the `hub` (including its
     /// ClusterProfile `profile`, when it has one, and its ServiceCIDRs when `ranges` says the
     /// member serves them); each event marks in `dirty` the services it concerns.
     pub fn start(
+        own: &atoll_core::ClusterId,
         member: &Client,
         hub: &Client,
         profile: Option<&ObjectKey>,
@@ -94,6 +97,7 @@ impl Stores {
             labels::ATOLL_ENDPOINTSLICE_MANAGER,
         );
         let (m, h) = (member, hub);
+        let own_namespace = || atoll_api::hub::namespace_for(own.as_str());
         let all = watcher::Config::default;
         let d = || dirty.clone();
         Self {
@@ -119,12 +123,13 @@ impl Stores {
                     keys::of_service_slice(s).into_iter().collect()
                 }),
             ),
-            mcs_slices: watch(
+            mcs_slices: watch_trimmed(
                 m,
                 WATCH_MCS_SLICES,
                 all().labels(&ours),
-                dirty::by_service(d(), |s: &EndpointSlice| {
-                    keys::of_mcs_slice(s).into_iter().collect()
+                compact::mcs_slice,
+                dirty::by_service(d(), |s: &McsSlice| {
+                    keys::of_mcs_slice(&s.metadata).into_iter().collect()
                 }),
             ),
             namespaces: watch(m, WATCH_NAMESPACES, all(), dirty::by_namespace(d())),
@@ -134,16 +139,24 @@ impl Stores {
                 all(),
                 dirty::by_service(d(), |i: &ServiceImport| named(&i.metadata)),
             ),
-            records: watch(
+            records: watch_trimmed(
                 h,
                 WATCH_RECORDS,
                 all(),
+                {
+                    let own = own_namespace();
+                    move |r| compact::record(r, &own)
+                },
                 dirty::by_service(d(), |r: &ExportedService| vec![keys::of_record(r)]),
             ),
-            hub_slices: watch(
+            hub_slices: watch_trimmed(
                 h,
                 WATCH_HUB_SLICES,
                 all(),
+                {
+                    let own = own_namespace();
+                    move |c| compact::hub_slice(c, &own)
+                },
                 dirty::by_service(d(), |c: &ExportedEndpointSlice| vec![keys::of_copy(c)]),
             ),
             // Only the heartbeats: member credentials may read no other Lease on the hub.
@@ -370,13 +383,21 @@ fn watch<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    atoll_watch::reflect_with(
-        Api::all(client.clone()),
-        config,
-        what,
-        atoll_watch::keep_all,
-        on_event,
-    )
+    watch_trimmed(client, what, config, atoll_watch::keep_all, on_event)
+}
+
+/// As [`watch`], each object reduced by `trim` (see [`compact`]) before the store holds it.
+fn watch_trimmed<K>(
+    client: &Client,
+    what: &'static str,
+    config: watcher::Config,
+    trim: impl Fn(&mut K) + Send + 'static,
+    on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    atoll_watch::reflect_with(Api::all(client.clone()), config, what, trim, on_event)
 }
 
 /// The service an object named after it concerns.

@@ -129,8 +129,11 @@ pub struct ExportedEndpointSliceSpec {
     /// `IPv4` or `IPv6`, as on the source slice.
     pub address_type: String,
     /// The source slice's endpoints, without what only makes sense in their own cluster.
+    // The schema stays the full Endpoint's (what the hub CRD has always served): fields a
+    // portable endpoint lacks are never published, and are dropped when read.
     #[serde(default)]
-    pub endpoints: Vec<k8s_openapi::api::discovery::v1::Endpoint>,
+    #[schemars(with = "Vec<k8s_openapi::api::discovery::v1::Endpoint>")]
+    pub endpoints: Vec<crate::endpoint::PortableEndpoint>,
     /// The source slice's ports (target ports of the Service).
     #[serde(default)]
     pub ports: Vec<k8s_openapi::api::discovery::v1::EndpointPort>,

@@ -9,6 +9,8 @@
 //! * [`cluster_selector`]: KEP-5939's cluster selector entry (alpha).
 //! * [`inventory`]: KEP-4322 ClusterProfile, one per member on the hub.
 //! * [`dns_name`]: DNS names as users give them (a zone, a forwarding target's host), checked.
+//! * [`endpoint`]: endpoints as they cross clusters ([`endpoint::PortableEndpoint`]) and MCS
+//!   EndpointSlices as importers read them back ([`endpoint::McsSlice`]), compact.
 //! * [`keys`]: namespace and name of a service ([`keys::ServiceKey`]) or of one object
 //!   ([`keys::ObjectKey`]), shared by the agent's plan and the DNS zone.
 //! * [`labels`]: well-known labels and annotations.
@@ -22,6 +24,7 @@ pub mod cluster_selector;
 pub mod condition;
 pub mod crd;
 pub mod dns_name;
+pub mod endpoint;
 pub mod hub;
 pub mod hub_bounds;
 pub mod inventory;

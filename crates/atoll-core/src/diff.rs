@@ -24,8 +24,10 @@ pub fn contains(observed: &Value, desired: &Value) -> bool {
     }
 }
 
-/// [`contains`] for typed objects.
-pub fn already_applied<T: Serialize>(observed: &T, desired: &T) -> bool {
+/// [`contains`] for typed objects. The observed object may be of a compact type that keeps
+/// fewer fields (an [`atoll_api::endpoint::McsSlice`] for a desired EndpointSlice), as long
+/// as it keeps every field a desired object sets.
+pub fn already_applied<O: Serialize, D: Serialize>(observed: &O, desired: &D) -> bool {
     match (
         serde_json::to_value(observed),
         serde_json::to_value(desired),

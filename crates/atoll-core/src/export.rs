@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use atoll_api::endpoint::PortableEndpoint;
 use atoll_api::hub::{
     self, ExportedEndpointSlice, ExportedEndpointSliceSpec, ExportedService, ExportedServiceSpec,
 };
@@ -11,7 +12,7 @@ use atoll_api::multicluster::{
 };
 use atoll_api::v1beta1::ServiceExport;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// Whether an export can be published, with the `Valid` condition's reason and message.
@@ -159,7 +160,7 @@ pub fn hub_slice(
             namespace: namespace.to_owned(),
             service: service.to_owned(),
             address_type: slice.address_type.clone(),
-            endpoints: slice.endpoints.iter().map(portable_endpoint).collect(),
+            endpoints: slice.endpoints.iter().map(PortableEndpoint::from).collect(),
             ports: slice.ports.clone().unwrap_or_default(),
         },
     );
@@ -171,21 +172,11 @@ pub fn hub_slice(
     copy
 }
 
-/// An endpoint without the fields that only make sense in its own cluster.
-pub fn portable_endpoint(endpoint: &Endpoint) -> Endpoint {
-    Endpoint {
-        addresses: endpoint.addresses.clone(),
-        conditions: endpoint.conditions.clone(),
-        hostname: endpoint.hostname.clone(),
-        zone: endpoint.zone.clone(),
-        ..Default::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{ServicePort as CorePort, ServiceSpec};
+    use k8s_openapi::api::discovery::v1::Endpoint;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn mk_service(type_: &str, cluster_ip: &str) -> Service {
@@ -328,7 +319,9 @@ mod tests {
         let copy = hub_slice("c2", "demo", "hello", &slice);
         assert_eq!(copy.metadata.name.as_deref(), Some("demo.hello-abcde"));
         assert_eq!(copy.metadata.namespace.as_deref(), Some("atoll-c2"));
-        assert_eq!(copy.spec.endpoints[0].node_name, None);
+        // A portable endpoint has no node name: serialized, the copy's endpoint has none.
+        let published = serde_json::to_value(&copy.spec.endpoints[0]).unwrap();
+        assert_eq!(published.get("nodeName"), None);
         assert_eq!(copy.spec.endpoints[0].hostname.as_deref(), Some("web-0"));
         assert_eq!(
             (

@@ -201,7 +201,7 @@ fn usable_endpoints<'a>(
     let first = dropped.len();
     for endpoint in &copy.spec.endpoints {
         match crate::validate::endpoints::endpoint(endpoint, family, check.policy, check.remote) {
-            Ok(()) => kept.push(crate::export::portable_endpoint(endpoint)),
+            Ok(()) => kept.push(Endpoint::from(endpoint)),
             Err(problem) => match dropped[first..]
                 .iter_mut()
                 .find(|d| d.problem.reason == problem.reason)

@@ -49,8 +49,8 @@ pub fn of_service_slice(slice: &EndpointSlice) -> Option<ServiceKey> {
 }
 
 /// The imported service an MCS EndpointSlice belongs to.
-pub fn of_mcs_slice(slice: &EndpointSlice) -> Option<ServiceKey> {
-    labelled_ref(&slice.metadata, labels::SERVICE_NAME).map(owned)
+pub fn of_mcs_slice(meta: &ObjectMeta) -> Option<ServiceKey> {
+    labelled_ref(meta, labels::SERVICE_NAME).map(owned)
 }
 
 /// The service a hub record describes.

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use atoll_api::endpoint::McsSlice;
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
@@ -97,7 +98,7 @@ fn concern<K: Obj>(
 fn slice_services(s: &EndpointSlice) -> Vec<ServiceKey> {
     keys::of_service_slice(s)
         .into_iter()
-        .chain(keys::of_mcs_slice(s))
+        .chain(keys::of_mcs_slice(&s.metadata))
         .collect()
 }
 
@@ -342,7 +343,10 @@ impl Replica {
             exports: w.exports.objects(),
             services: w.services.objects(),
             service_slices: local,
-            mcs_slices: mcs,
+            mcs_slices: mcs
+                .iter()
+                .map(|s| Arc::new(McsSlice::from(s.as_ref())))
+                .collect(),
             namespaces: w.namespaces.objects(),
             imports: w.imports.objects(),
             records: w.records.objects(),

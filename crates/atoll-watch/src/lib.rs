@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::StreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
@@ -36,7 +36,7 @@ pub fn reflect_with<K, F>(
     api: Api<K>,
     config: watcher::Config,
     what: &'static str,
-    trim: fn(&mut K),
+    trim: impl Fn(&mut K) + Send + 'static,
     mut on_event: F,
 ) -> Store<K>
 where
@@ -46,10 +46,7 @@ where
     let (reader, writer) = reflector::store();
     let stream = watcher(api, config)
         .backoff(CappedBackoff::default())
-        .modify(move |o| {
-            o.managed_fields_mut().clear();
-            trim(o);
-        })
+        .modify(move |o| cached_form(o, &trim))
         .reflect(writer);
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -115,6 +112,13 @@ impl kube::runtime::utils::Backoff for CappedBackoff {
     fn reset(&mut self) {
         self.next = FIRST_RETRY;
     }
+}
+
+/// What a store keeps of `object`: no managed fields (large, never read; dropped with their
+/// allocation, not just emptied), then what `trim` leaves.
+pub fn cached_form<K: Resource>(object: &mut K, trim: &impl Fn(&mut K)) {
+    object.meta_mut().managed_fields = None;
+    trim(object);
 }
 
 /// A `trim` that keeps everything.

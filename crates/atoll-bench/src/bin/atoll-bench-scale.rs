@@ -22,27 +22,25 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
+use atoll_api::hub;
 use atoll_api::hub::{CLAIM_ANNOTATION, LEASE_NAME};
 use atoll_api::labels;
-use atoll_api::v1beta1::{ServiceExport, ServiceImport};
+use atoll_api::v1beta1::ServiceImport;
+use atoll_bench::fleet::{ENDPOINTS, NS, addresses, cluster_name, copy, record};
 use atoll_core::liveness::{Claim, digest, next_epoch};
 use atoll_testing::ClusterSet;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::Notify;
 
-/// Namespace of the simulated services (in c2, the importing member).
-const NS: &str = "bench-scale";
 const MANAGER: &str = "atoll-bench-scale";
-const ENDPOINTS: usize = 10;
 const RENEW: Duration = Duration::from_secs(2);
 const IN_FLIGHT: usize = 16;
 
@@ -58,75 +56,6 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn cluster_name(size: &str, c: usize) -> String {
-    format!("sim{size}-{c:02}")
-}
-
-fn service_object(name: &str) -> Service {
-    Service {
-        metadata: ObjectMeta {
-            namespace: Some(NS.into()),
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("ClusterIP".into()),
-            cluster_ip: Some("10.96.0.10".into()),
-            ip_families: Some(vec!["IPv4".into()]),
-            ports: Some(vec![ServicePort {
-                name: Some("tcp".into()),
-                protocol: Some("TCP".into()),
-                port: 80,
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
-fn record(cluster: &str, name: &str) -> ExportedService {
-    let mut export = ServiceExport::new(name, None);
-    export.metadata.namespace = Some(NS.into());
-    export.metadata.creation_timestamp = Some(Time(Timestamp::now()));
-    atoll_core::export::record(cluster, &export, &service_object(name))
-}
-
-fn copy(cluster: &str, name: &str, addresses: &[String]) -> ExportedEndpointSlice {
-    let slice = EndpointSlice {
-        metadata: ObjectMeta {
-            namespace: Some(NS.into()),
-            name: Some(format!("{name}-bench")),
-            ..Default::default()
-        },
-        address_type: "IPv4".into(),
-        endpoints: addresses
-            .iter()
-            .map(|a| Endpoint {
-                addresses: vec![a.clone()],
-                conditions: Some(EndpointConditions {
-                    ready: Some(true),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .collect(),
-        ports: Some(vec![EndpointPort {
-            name: Some("tcp".into()),
-            protocol: Some("TCP".into()),
-            port: Some(8080),
-            ..Default::default()
-        }]),
-    };
-    atoll_core::export::hub_slice(cluster, NS, name, &slice)
-}
-
-fn addresses(c: usize, s: usize) -> Vec<String> {
-    (0..ENDPOINTS)
-        .map(|e| format!("10.{}.{}.{}", 100 + c / 256, s % 256, 10 * (c % 25) + e + 1))
-        .collect()
 }
 
 async fn apply<K>(api: &Api<K>, object: &K) -> anyhow::Result<()>

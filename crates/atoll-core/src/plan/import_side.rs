@@ -7,13 +7,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use atoll_api::endpoint::McsSlice;
 use atoll_api::hub::ExportedEndpointSlice;
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::input::{Feedback, Observed, Refusal};
 use super::output::{ImportApply, ImportStatus, MemberWrites};
@@ -34,13 +34,13 @@ type Copies<'a> = BTreeMap<(String, String, String), Vec<(&'a ExportedEndpointSl
 /// `(namespace, service, source cluster, address type)` of an MCS slice.
 type SliceGroup = (String, String, String, String);
 
-fn group_of(slice: &EndpointSlice) -> Option<SliceGroup> {
-    let labels = slice.metadata.labels.as_ref()?;
+fn group_of(meta: &ObjectMeta, address_type: &str) -> Option<SliceGroup> {
+    let labels = meta.labels.as_ref()?;
     Some((
-        slice.metadata.namespace.clone()?,
+        meta.namespace.clone()?,
         labels.get(labels::SERVICE_NAME)?.clone(),
         labels.get(labels::SOURCE_CLUSTER)?.clone(),
-        slice.address_type.clone(),
+        address_type.to_owned(),
     ))
 }
 
@@ -48,7 +48,7 @@ fn group_of(slice: &EndpointSlice) -> Option<SliceGroup> {
 struct Here<'a> {
     services: BTreeMap<ObjectKey, &'a Service>,
     imports: BTreeMap<ObjectKey, &'a ServiceImport>,
-    slices: BTreeMap<ObjectKey, &'a EndpointSlice>,
+    slices: BTreeMap<ObjectKey, &'a McsSlice>,
     copies: Copies<'a>,
     now: &'a Time,
     liveness: &'a crate::liveness::Liveness,
@@ -212,7 +212,9 @@ pub(super) fn plan(
         .slices
         .iter()
         .filter(|(k, s)| {
-            !wanted.slices.contains(*k) && !group_of(s).is_some_and(|g| wanted.pending.contains(&g))
+            !wanted.slices.contains(*k)
+                && !group_of(&s.metadata, &s.address_type)
+                    .is_some_and(|g| wanted.pending.contains(&g))
         })
         .map(|(k, _)| k.clone())
         .collect();
@@ -380,7 +382,9 @@ fn import_service(
                 .get(&slice_key)
                 .is_some_and(|o| already_applied(*o, &slice))
             {
-                wanted.pending.extend(group_of(&slice));
+                wanted
+                    .pending
+                    .extend(group_of(&slice.metadata, &slice.address_type));
                 writes.apply_slices.push(slice);
             }
             wanted.slices.insert(slice_key);

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use atoll_api::about::v1beta1::ClusterProperty;
+use atoll_api::endpoint::McsSlice;
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService, NamespacePolicy};
 use atoll_api::inventory::ClusterProfile;
 use atoll_api::keys::{ObjectKey, ServiceKey};
@@ -28,7 +29,7 @@ pub struct Observed {
     /// Member: EndpointSlices of local Services (not MCS slices, not hub copies).
     pub service_slices: Vec<Arc<EndpointSlice>>,
     /// Member: the MCS EndpointSlices Atoll wrote.
-    pub mcs_slices: Vec<Arc<EndpointSlice>>,
+    pub mcs_slices: Vec<Arc<McsSlice>>,
     /// Member: namespaces.
     pub namespaces: Vec<Arc<Namespace>>,
     /// Member: ServiceImports.

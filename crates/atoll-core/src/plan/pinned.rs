@@ -26,7 +26,7 @@ pub fn pinned_services(observed: &Observed) -> BTreeSet<ServiceKey> {
             .as_ref()
             .and_then(|l| l.get(labels::SOURCE_CLUSTER));
         if source.is_some_and(|c| pinned.contains(c))
-            && let Some(key) = of_mcs_slice(slice)
+            && let Some(key) = of_mcs_slice(&slice.metadata)
         {
             services.insert(key);
         }

@@ -124,7 +124,11 @@ impl Observed {
                 .iter()
                 .filter_map(|s| of_service_slice(s)),
         );
-        keys.extend(self.mcs_slices.iter().filter_map(|s| of_mcs_slice(s)));
+        keys.extend(
+            self.mcs_slices
+                .iter()
+                .filter_map(|s| of_mcs_slice(&s.metadata)),
+        );
         keys.extend(self.imports.iter().filter_map(|i| named(&i.metadata)));
         keys.extend(self.records.iter().map(|r| of_record(r)));
         keys.extend(self.hub_slices.iter().map(|c| of_copy(c)));

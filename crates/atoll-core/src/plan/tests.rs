@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use atoll_api::endpoint::McsSlice;
 use atoll_api::hub::{self, ExportedService};
 use atoll_api::labels;
 use atoll_api::multicluster::{EndpointSliceObjects, ServiceImportType};
@@ -249,7 +250,7 @@ impl World {
             upsert(&mut o.imports, stored, |i| &i.metadata);
         }
         for slice in &plan.member.apply_slices {
-            upsert(&mut o.mcs_slices, slice.clone(), |s| &s.metadata);
+            upsert(&mut o.mcs_slices, McsSlice::from(slice), |s| &s.metadata);
         }
         for key in &plan.member.delete_imports {
             remove(&mut o.imports, key, |i| &i.metadata);

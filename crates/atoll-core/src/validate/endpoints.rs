@@ -2,8 +2,8 @@
 //! owner, names, address type, ports, size) is refused whole; an endpoint that is wrong is
 //! dropped alone and the copy's other endpoints are kept.
 
+use atoll_api::endpoint::PortableEndpoint;
 use atoll_api::hub::ExportedEndpointSlice;
-use k8s_openapi::api::discovery::v1::Endpoint;
 
 use super::addresses::{AddressPolicy, Family, address};
 use super::names::{self, is_dns_label, is_label_value};
@@ -39,7 +39,7 @@ pub fn copy(copy: &ExportedEndpointSlice) -> Result<Family, Problem> {
 /// One endpoint of a copy of `family`. `remote`: whether it comes from another member than
 /// the importer, whose `policy` then applies too.
 pub fn endpoint(
-    endpoint: &Endpoint,
+    endpoint: &PortableEndpoint,
     family: Family,
     policy: &AddressPolicy,
     remote: bool,
@@ -106,13 +106,14 @@ mod tests {
             service_cidrs: vec!["10.101.0.0/16".parse().unwrap()],
             ..Default::default()
         };
-        let ep = |addresses: &[&str], hostname: Option<&str>| Endpoint {
+        let ep = |addresses: &[&str], hostname: Option<&str>| PortableEndpoint {
             addresses: addresses.iter().map(|a| (*a).to_owned()).collect(),
             hostname: hostname.map(str::to_owned),
             ..Default::default()
         };
-        let judge =
-            |e: &Endpoint, remote| endpoint(e, Family::V4, &policy, remote).map_err(|p| p.reason);
+        let judge = |e: &PortableEndpoint, remote| {
+            endpoint(e, Family::V4, &policy, remote).map_err(|p| p.reason)
+        };
         assert_eq!(judge(&ep(&["10.203.0.9"], Some("web-0")), true), Ok(()));
         assert_eq!(judge(&ep(&["127.0.0.1"], None), true), Err(Reason::Address));
         assert_eq!(

@@ -76,7 +76,7 @@ fn services_whose_old_slice_names_collided_each_keep_their_own_endpoints() {
 }
 
 /// An MCS slice as the previous naming (`{service}-{cluster}-{family}-{index}`) wrote it.
-fn old_named(world: &World, service: &str, cluster: &str) -> EndpointSlice {
+fn old_named(world: &World, service: &str, cluster: &str) -> McsSlice {
     let mut slice = world
         .observed
         .mcs_slices

@@ -1,0 +1,216 @@
+//! Endpoints as they cross clusters, in a form every member can afford to hold once per hub
+//! object: [`PortableEndpoint`] (the fields of a `discovery.k8s.io/v1` Endpoint that mean
+//! something outside its own cluster) and [`McsSlice`] (an MCS EndpointSlice as the importer
+//! reads it back). The full Endpoint type is 352 bytes before its first allocation, most of it
+//! fields Atoll never sets (target reference, node name, hints, topology); a portable endpoint
+//! is 80. Both serialize to the same JSON as the full types (absent fields are omitted), so
+//! comparing a desired EndpointSlice with an observed [`McsSlice`] as JSON is exact for every
+//! field Atoll writes.
+
+use std::borrow::Cow;
+
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// An endpoint without what only makes sense in its own cluster (target reference, node name,
+/// hints, topology): what members publish and importers write.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PortableEndpoint {
+    /// The endpoint's addresses (one, in practice).
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// Ready, serving, terminating.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<EndpointConditions>,
+    /// The endpoint's hostname (headless services: `<hostname>.<cluster>.<svc>...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// The endpoint's zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+}
+
+impl From<&Endpoint> for PortableEndpoint {
+    fn from(endpoint: &Endpoint) -> Self {
+        Self {
+            addresses: endpoint.addresses.clone(),
+            conditions: endpoint.conditions.clone(),
+            hostname: endpoint.hostname.clone(),
+            zone: endpoint.zone.clone(),
+        }
+    }
+}
+
+impl From<&PortableEndpoint> for Endpoint {
+    fn from(endpoint: &PortableEndpoint) -> Self {
+        Self {
+            addresses: endpoint.addresses.clone(),
+            conditions: endpoint.conditions.clone(),
+            hostname: endpoint.hostname.clone(),
+            zone: endpoint.zone.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+impl PortableEndpoint {
+    /// Lists without spare room (decoding grows a list by doubling: one address ends in room
+    /// for four).
+    pub fn shrink_to_fit(&mut self) {
+        self.addresses.shrink_to_fit();
+    }
+}
+
+/// An MCS EndpointSlice (`discovery.k8s.io/v1` EndpointSlice) as an importer reads back the
+/// ones it wrote: its endpoints portable (everything Atoll writes into one), nothing else left
+/// out. Watched and listed as EndpointSlices; written only as full EndpointSlices.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McsSlice {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `IPv4`, `IPv6` or `FQDN`.
+    #[serde(default)]
+    pub address_type: String,
+    /// The slice's endpoints.
+    #[serde(default)]
+    pub endpoints: Vec<PortableEndpoint>,
+    /// The slice's ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Vec<EndpointPort>>,
+}
+
+impl From<&EndpointSlice> for McsSlice {
+    fn from(slice: &EndpointSlice) -> Self {
+        Self {
+            metadata: slice.metadata.clone(),
+            address_type: slice.address_type.clone(),
+            endpoints: slice.endpoints.iter().map(PortableEndpoint::from).collect(),
+            ports: slice.ports.clone(),
+        }
+    }
+}
+
+impl From<EndpointSlice> for McsSlice {
+    fn from(slice: EndpointSlice) -> Self {
+        Self::from(&slice)
+    }
+}
+
+/// As the full type serializes: `apiVersion` and `kind` first, `ports` only when present.
+impl Serialize for McsSlice {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("EndpointSlice", 6)?;
+        out.serialize_field("apiVersion", "discovery.k8s.io/v1")?;
+        out.serialize_field("kind", "EndpointSlice")?;
+        out.serialize_field("metadata", &self.metadata)?;
+        out.serialize_field("addressType", &self.address_type)?;
+        out.serialize_field("endpoints", &self.endpoints)?;
+        match &self.ports {
+            Some(ports) => out.serialize_field("ports", ports)?,
+            None => out.skip_field("ports")?,
+        }
+        out.end()
+    }
+}
+
+impl kube::Resource for McsSlice {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("EndpointSlice")
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("discovery.k8s.io")
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("v1")
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("endpointslices")
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full_endpoint() -> Endpoint {
+        Endpoint {
+            addresses: vec!["10.0.0.1".into()],
+            conditions: Some(EndpointConditions {
+                ready: Some(true),
+                serving: Some(true),
+                terminating: Some(false),
+            }),
+            hostname: Some("web-0".into()),
+            zone: Some("z1".into()),
+            node_name: Some("node-1".into()),
+            target_ref: Some(Default::default()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_portable_endpoint_keeps_what_crosses_clusters_and_serializes_as_the_full_type() {
+        let full = full_endpoint();
+        let portable = PortableEndpoint::from(&full);
+        let back = Endpoint::from(&portable);
+        assert_eq!(back.node_name, None);
+        assert_eq!(back.target_ref, None);
+        let without_local = Endpoint {
+            node_name: None,
+            target_ref: None,
+            ..full
+        };
+        assert_eq!(back, without_local);
+        assert_eq!(
+            serde_json::to_value(&portable).ok(),
+            serde_json::to_value(&without_local).ok()
+        );
+    }
+
+    #[test]
+    fn an_mcs_slice_reads_an_endpoint_slice_and_serializes_as_one_without_local_fields() {
+        let slice = EndpointSlice {
+            metadata: ObjectMeta {
+                name: Some("web-c2-ipv4-0".into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            address_type: "IPv4".into(),
+            endpoints: vec![Endpoint {
+                node_name: None,
+                target_ref: None,
+                ..full_endpoint()
+            }],
+            ports: Some(vec![EndpointPort {
+                name: Some("http".into()),
+                port: Some(8080),
+                protocol: Some("TCP".into()),
+                app_protocol: None,
+            }]),
+        };
+        let json = serde_json::to_value(&slice).unwrap_or_default();
+        let view: McsSlice = serde_json::from_value(json.clone()).unwrap_or_default();
+        assert_eq!(view, McsSlice::from(&slice));
+        assert_eq!(serde_json::to_value(&view).unwrap_or_default(), json);
+    }
+
+    #[test]
+    fn a_portable_endpoint_is_a_fraction_of_the_full_type() {
+        assert!(std::mem::size_of::<PortableEndpoint>() * 4 <= std::mem::size_of::<Endpoint>());
+    }
+}

@@ -1,0 +1,311 @@
+//! `make bench-memory`: what the agent's stores cost per hub object, without a cluster. For
+//! each size (clusters × services, `BENCH_SIZES`, default `10x100,50x200,100x200,250x200`) the
+//! fleet's hub objects (a record and a 10-endpoint copy per cluster and service, as
+//! `make bench-scale` publishes them) are encoded as the apiserver sends them (uid,
+//! resourceVersion, creation time, a managed-fields entry), decoded and reduced exactly as the
+//! agent's watches do (`atoll_watch::cached_form` with `atoll_agent::compact`'s trims) into
+//! kube reflector stores; so are the MCS EndpointSlices an importer of everything writes (one
+//! per source cluster and service, built by `atoll_core::import::mcs_slices`). A counting
+//! allocator gives the live heap bytes the stores hold; the JSON size shows the wire form.
+//!
+//! Heap bytes are the floor of what the agent's RSS pays per object (the allocator's own
+//! overhead and freed-but-kept pages come on top); `make bench-scale` measures the RSS.
+
+use std::alloc::System;
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
+use atoll_bench::fleet::{addresses, cluster_name, copy, record};
+use atoll_core::import::{EndpointCheck, mcs_slices};
+use atoll_core::validate::{AddressPolicy, Family};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::Event;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[global_allocator]
+static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Live heap bytes of the whole process.
+fn live() -> isize {
+    let stats = ALLOCATOR.stats();
+    stats.bytes_allocated as isize - stats.bytes_deallocated as isize + stats.bytes_reallocated
+}
+
+/// `object` as a watch delivers it: server-set metadata and one managed-fields entry.
+fn as_served<K: Resource + Serialize>(mut object: K, version: &mut u64) -> anyhow::Result<Vec<u8>> {
+    *version += 1;
+    let meta = object.meta_mut();
+    meta.uid = Some(format!("{:08x}-0000-4000-8000-{:012x}", *version, *version));
+    meta.resource_version = Some(version.to_string());
+    meta.generation = Some(1);
+    meta.creation_timestamp = Some(Time(Timestamp::now()));
+    let spec = serde_json::to_value(&object)?;
+    object.meta_mut().managed_fields = Some(vec![ManagedFieldsEntry {
+        manager: Some("atoll-agent".into()),
+        operation: Some("Apply".into()),
+        api_version: Some("hub.atoll.dev/v1alpha1".into()),
+        time: Some(Time(Timestamp::now())),
+        fields_type: Some("FieldsV1".into()),
+        fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+            field_set(&spec),
+        )),
+        subresource: None,
+    }]);
+    Ok(serde_json::to_vec(&object)?)
+}
+
+/// A server-side-apply field set naming every field of `value` (`f:<name>`), as the
+/// apiserver records what a manager owns.
+fn field_set(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(fields) => serde_json::Value::Object(
+            fields
+                .iter()
+                .filter(|(name, _)| !matches!(name.as_str(), "apiVersion" | "kind"))
+                .map(|(name, v)| (format!("f:{name}"), field_set(v)))
+                .collect(),
+        ),
+        _ => serde_json::json!({}),
+    }
+}
+
+/// A hub copy as the agent held it before its compact forms (up to 8c9fd2d): the full Endpoint type.
+#[derive(Clone, Debug, serde::Deserialize)]
+struct FullCopy {
+    metadata: kube::api::ObjectMeta,
+    #[allow(dead_code)] // Held to be measured.
+    spec: FullCopySpec,
+}
+
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // Held to be measured.
+struct FullCopySpec {
+    cluster: String,
+    namespace: String,
+    service: String,
+    address_type: String,
+    endpoints: Vec<k8s_openapi::api::discovery::v1::Endpoint>,
+    ports: Vec<k8s_openapi::api::discovery::v1::EndpointPort>,
+}
+
+impl Resource for FullCopy {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        ExportedEndpointSlice::kind(&())
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        ExportedEndpointSlice::group(&())
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        ExportedEndpointSlice::version(&())
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        ExportedEndpointSlice::plural(&())
+    }
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// How the agent reduced an object before its compact forms (up to 8c9fd2d): managed fields emptied (their
+/// list's allocation kept), everything else as decoded.
+fn before_compact<K: Resource>(object: &mut K) {
+    if let Some(fields) = &mut object.meta_mut().managed_fields {
+        fields.clear();
+    }
+}
+
+/// Decodes `wire` into a store, each object reduced by `reduce`, as a watch does; returns the
+/// heap bytes the store holds for them, and keeps the store alive in `keep`.
+fn stored<K>(
+    wire: &[Vec<u8>],
+    reduce: impl Fn(&mut K),
+    keep: &mut Vec<Store<K>>,
+) -> anyhow::Result<isize>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Send + Sync + 'static,
+{
+    let before = live();
+    let (reader, mut writer) = reflector::store();
+    for bytes in wire {
+        let mut object: K = serde_json::from_slice(bytes).context("decoding")?;
+        reduce(&mut object);
+        writer.apply_watcher_event(&Event::Apply(object));
+    }
+    keep.push(reader);
+    Ok(live() - before)
+}
+
+/// The fleet's objects as the apiservers send them.
+struct Wire {
+    records: Vec<Vec<u8>>,
+    copies: Vec<Vec<u8>>,
+    /// The MCS EndpointSlices an importer of everything writes in its own cluster.
+    mcs: Vec<Vec<u8>>,
+}
+
+fn fleet(size: &str) -> anyhow::Result<Wire> {
+    let (clusters, services) = size
+        .split_once('x')
+        .and_then(|(c, s)| Some((c.parse::<usize>().ok()?, s.parse::<usize>().ok()?)))
+        .with_context(|| format!("size {size}: expected CLUSTERSxSERVICES"))?;
+    let mut version = 0;
+    let (mut records, mut copies) = (Vec::new(), Vec::new());
+    // Specs by service, to build what an importer writes.
+    let mut by_service: BTreeMap<usize, Vec<(ExportedService, ExportedEndpointSlice)>> =
+        BTreeMap::new();
+    for c in 0..clusters {
+        let cluster = cluster_name(size, c);
+        for s in 0..services {
+            let name = format!("svc-{s:04}");
+            let (r, copy) = (
+                record(&cluster, &name),
+                copy(&cluster, &name, &addresses(c, s)),
+            );
+            records.push(as_served(r.clone(), &mut version)?);
+            copies.push(as_served(copy.clone(), &mut version)?);
+            by_service.entry(s).or_default().push((r, copy));
+        }
+    }
+    let policy = AddressPolicy::default();
+    let check = EndpointCheck {
+        policy: &policy,
+        remote: true,
+    };
+    let mut mcs = Vec::new();
+    for exports in by_service.values() {
+        let specs: Vec<_> = exports.iter().map(|(r, _)| &r.spec).collect();
+        let merged = atoll_core::merge::merge(&specs).context("merging a service")?;
+        for (r, copy) in exports {
+            let (slices, _) = mcs_slices(&merged, &r.spec.cluster, &[(copy, Family::V4)], &check);
+            for slice in slices {
+                mcs.push(as_served(slice, &mut version)?);
+            }
+        }
+    }
+    Ok(Wire {
+        records,
+        copies,
+        mcs,
+    })
+}
+
+/// Heap bytes per object of each store, and of all three per hub object.
+struct Measured {
+    record: isize,
+    copy: isize,
+    mcs: isize,
+    per_hub_object: isize,
+}
+
+/// The three stores as the agent held them before its compact forms (up to 8c9fd2d).
+fn measure_before(wire: &Wire) -> anyhow::Result<Measured> {
+    let (mut r, mut c, mut m) = (Vec::new(), Vec::new(), Vec::new());
+    let records = stored::<ExportedService>(&wire.records, before_compact, &mut r)?;
+    let copies = stored::<FullCopy>(&wire.copies, before_compact, &mut c)?;
+    let mcs = stored::<EndpointSlice>(&wire.mcs, before_compact, &mut m)?;
+    Ok(Measured::of(wire, records, copies, mcs))
+}
+
+/// The three stores as the agent holds them now: `atoll_watch::cached_form` with the trims of
+/// `atoll_agent::compact`, MCS slices read back as `McsSlice`s.
+fn measure_now(wire: &Wire) -> anyhow::Result<Measured> {
+    use atoll_agent::compact;
+    use atoll_watch::cached_form;
+    let (mut r, mut c, mut m) = (Vec::new(), Vec::new(), Vec::new());
+    // The importer is a member of its own (no fleet object is in its hub namespace).
+    let own = atoll_api::hub::namespace_for("importer");
+    let record = |o: &mut ExportedService| compact::record(o, &own);
+    let copy = |o: &mut ExportedEndpointSlice| compact::hub_slice(o, &own);
+    let records = stored(&wire.records, |o| cached_form(o, &record), &mut r)?;
+    let copies = stored(&wire.copies, |o| cached_form(o, &copy), &mut c)?;
+    let mcs = stored(&wire.mcs, |o| cached_form(o, &compact::mcs_slice), &mut m)?;
+    Ok(Measured::of(wire, records, copies, mcs))
+}
+
+impl Measured {
+    fn of(wire: &Wire, records: isize, copies: isize, mcs: isize) -> Self {
+        let per = |bytes: isize, n: usize| bytes / n.max(1) as isize;
+        Self {
+            record: per(records, wire.records.len()),
+            copy: per(copies, wire.copies.len()),
+            mcs: per(mcs, wire.mcs.len()),
+            per_hub_object: per(
+                records + copies + mcs,
+                wire.records.len() + wire.copies.len(),
+            ),
+        }
+    }
+}
+
+/// The agent's target: 2.5 KiB per hub object.
+const TARGET: isize = 2560;
+
+fn main() -> anyhow::Result<()> {
+    let sizes =
+        std::env::var("BENCH_SIZES").unwrap_or_else(|_| "10x100,50x200,100x200,250x200".into());
+    println!(
+        "atoll bench-memory: heap the agent's stores hold per hub object (counting allocator)"
+    );
+    println!(
+        "sizes: Endpoint {} B, ObjectMeta {} B, ExportedEndpointSlice {} B, ExportedService {} B, EndpointSlice {} B",
+        std::mem::size_of::<k8s_openapi::api::discovery::v1::Endpoint>(),
+        std::mem::size_of::<kube::api::ObjectMeta>(),
+        std::mem::size_of::<ExportedEndpointSlice>(),
+        std::mem::size_of::<ExportedService>(),
+        std::mem::size_of::<EndpointSlice>(),
+    );
+    println!();
+    println!(
+        "| size | hub objects | wire JSON record / copy / MCS slice | heap per record / copy / MCS slice, before | now | all stores per hub object, before | now | target ≤ 2.5 KiB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut ok = true;
+    for size in sizes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let wire = fleet(size)?;
+        let before = measure_before(&wire)?;
+        let now = measure_now(&wire)?;
+        let pass = now.per_hub_object <= TARGET;
+        ok &= pass;
+        let average = |w: &[Vec<u8>]| w.iter().map(Vec::len).sum::<usize>() / w.len().max(1);
+        let kib = |b: isize| format!("{b} B ({:.2} KiB)", b as f64 / 1024.0);
+        println!(
+            "| {size} | {} | {} / {} / {} B | {} / {} / {} B | {} / {} / {} B | {} | {} | {} |",
+            wire.records.len() + wire.copies.len(),
+            average(&wire.records),
+            average(&wire.copies),
+            average(&wire.mcs),
+            before.record,
+            before.copy,
+            before.mcs,
+            now.record,
+            now.copy,
+            now.mcs,
+            kib(before.per_hub_object),
+            kib(now.per_hub_object),
+            if pass { "PASS" } else { "FAIL" },
+        );
+    }
+    println!();
+    println!(
+        "bench-memory: {}",
+        if ok {
+            "every size within target"
+        } else {
+            "some size above target"
+        }
+    );
+    Ok(())
+}
