@@ -76,12 +76,21 @@ pub struct McsSlice {
     /// `IPv4`, `IPv6` or `FQDN`.
     #[serde(default)]
     pub address_type: String,
-    /// The slice's endpoints.
-    #[serde(default)]
+    /// The slice's endpoints. A slice without any is served as `"endpoints": null` (stored
+    /// as protobuf, an empty list comes back absent): read as an empty list.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub endpoints: Vec<PortableEndpoint>,
     /// The slice's ports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<EndpointPort>>,
+}
+
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 impl From<&EndpointSlice> for McsSlice {
@@ -207,6 +216,19 @@ mod tests {
         let view: McsSlice = serde_json::from_value(json.clone()).unwrap_or_default();
         assert_eq!(view, McsSlice::from(&slice));
         assert_eq!(serde_json::to_value(&view).unwrap_or_default(), json);
+    }
+
+    #[test]
+    fn an_mcs_slice_without_endpoints_reads_as_the_apiserver_serves_it() {
+        let served = serde_json::json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "web-c2-ipv4-0", "namespace": "ns"},
+            "addressType": "IPv4", "endpoints": null, "ports": null
+        });
+        let slice: McsSlice = serde_json::from_str(&served.to_string())
+            .unwrap_or_else(|e| panic!("an empty slice as served: {e}"));
+        assert!(slice.endpoints.is_empty());
+        assert_eq!(slice.ports, None);
     }
 
     #[test]
