@@ -25,6 +25,8 @@ pub struct AgentConfig {
     /// How long a source cluster's heartbeat may stay unchanged before its endpoints are
     /// withdrawn here.
     pub member_grace: Duration,
+    /// How often a full pass re-checks every service even if no watch event said so.
+    pub safety_net: Duration,
     /// The ConfigMap in the member holding the kept liveness decisions.
     pub kept: atoll_api::keys::ObjectKey,
     /// Leader election among this member's agent replicas; `None`: this process always leads.

@@ -68,6 +68,7 @@ pub async fn run_loop(
     let mut reconciler = Reconciler::new(
         Config {
             limits: config.limits,
+            safety_net: config.safety_net,
             ..Config::new(member, settings)
         },
         kept,

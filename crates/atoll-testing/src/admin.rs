@@ -28,7 +28,7 @@ pub async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
 
 /// The samples of metric `name` in a `/metrics` body: each with its label set as exposed
 /// (`kind="Lease",verb="apply"`; empty when it has none) and its value.
-fn samples<'a>(body: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+pub fn samples<'a>(body: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
     body.lines()
         .filter(move |l| l.split(['{', ' ']).next() == Some(name))
         .filter_map(|l| {

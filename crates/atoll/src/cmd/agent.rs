@@ -21,6 +21,10 @@ pub struct Args {
     /// its endpoints are withdrawn here; they return when it moves again (at most a week).
     #[arg(long, alias = "member-grace", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=MAX_GRACE_SECONDS))]
     pub member_grace_seconds: u64,
+    /// Seconds between full passes over every service, the safety net under the incremental
+    /// passes that watch events drive (10 to 86400).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..=86_400))]
+    pub safety_net_seconds: u64,
     /// Most records (exported services) this member imports from each other member; each
     /// costs a ClusterIP here, so one member cannot exhaust the Service CIDR.
     #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_RECORDS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_LIMIT))]
@@ -159,6 +163,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         debounce: Duration::from_millis(args.debounce_ms),
         heartbeat: Duration::from_secs(args.heartbeat_seconds.max(1)),
         member_grace: Duration::from_secs(args.member_grace_seconds),
+        safety_net: Duration::from_secs(args.safety_net_seconds),
         // Beside the election Lease, in the agent's namespace.
         kept: atoll_api::keys::ObjectKey::new(
             &args.leader_election_namespace,
