@@ -69,31 +69,52 @@ pub async fn run(
             fence::Fence::always(WRITE_TIMEOUT)
         }
     };
-    let election = async {
-        match &config.leader {
-            Some(settings) => {
-                leader::run(
-                    config.member.clone(),
-                    settings.clone(),
-                    leading_tx,
-                    fence.clone(),
-                    telemetry.metrics.clone(),
-                )
-                .await;
+    // The election runs as a task of its own: a long synchronous stretch of a pass (planning
+    // every service after a relist at 100,000 hub objects takes seconds) must not keep the
+    // Lease from being renewed. Polled in the same task as the loop, it was: the fence lapsed
+    // mid-pass, the pass's writes failed, and the next pass, leading again, replanned
+    // everything (found by `make bench-scale` at 100×200).
+    // Without an election the sender stays here: the loop stops when it is dropped.
+    let mut unelected = None;
+    let mut election = match &config.leader {
+        Some(settings) => Some(tokio::spawn(leader::run(
+            config.member.clone(),
+            settings.clone(),
+            leading_tx,
+            fence.clone(),
+            telemetry.metrics.clone(),
+        ))),
+        None => {
+            unelected = Some(leading_tx);
+            None
+        }
+    };
+    let election_ended = async {
+        match election.as_mut() {
+            Some(task) => {
+                if let Err(error) = task.await {
+                    tracing::error!(%error, "the leader election task ended");
+                }
             }
             None => std::future::pending().await,
         }
     };
     let result = tokio::select! {
         result = reconcile::run_loop(&config, &stores, &dirty, &trigger, &telemetry, &fence, leading) => result,
-        () = election => Ok(()),
+        () = election_ended => Ok(()),
         error = identity::id_changed(config.member.clone(), config.cluster_id.clone()) => Err(error.into()),
         () = shutdown => {
             tracing::info!("shutting down");
             Ok(())
         }
     };
-    // Every write has stopped with the loops above: hand the Lease to a standby at once.
+    // Every write has stopped with the loops above, and the election with them (no renewal
+    // after the release): hand the Lease to a standby at once.
+    if let Some(task) = election.take() {
+        task.abort();
+        let _ = task.await;
+    }
+    drop(unelected);
     fence.set(None);
     if let Some(settings) = &config.leader {
         leader::release(config.member.clone(), settings).await;

@@ -1,8 +1,9 @@
 //! `make bench-scale`: the published envelope. Member clusters are simulated by writing into
 //! the hub what their agents would (ExportedService records, EndpointSlice copies with 10
-//! endpoints each, and heartbeat Leases whose claims match what they publish, renewed every
-//! at the agents' heartbeat interval); one real member (c2) imports all of it, alone or beside
-//! every other member's agent (`BENCH_IMPORTERS=all`). For each size (clusters × services,
+//! endpoints each, and heartbeat Leases whose claims match what they publish, renewed at the
+//! agents' heartbeat interval and, as an agent does, soon after what they publish changed);
+//! one real member (c2) imports all of it, alone or beside every other member's agent
+//! (`BENCH_IMPORTERS=all`). For each size (clusters × services,
 //! `BENCH_SIZES`, default `10x100,50x200,100x200`, up to 250 clusters) it measures, for c2:
 //!
 //! * converge: from the last hub write to c2 holding every ServiceImport (with its VIP) and
@@ -114,6 +115,22 @@ type Claims = Arc<Mutex<BTreeMap<String, Claim>>>;
 
 /// Renews every simulated cluster's heartbeat Lease with a claim of what it publishes.
 async fn renew_all(hub: &Client, published: &Published, claims: &Claims) -> anyhow::Result<()> {
+    renew_some(hub, published, claims, false).await
+}
+
+/// How often a simulated cluster whose claim no longer matches what it publishes renews out of
+/// turn: an agent renews as soon as a pass changed what it publishes (so, while it publishes,
+/// more often than its interval); at most this often here.
+const RENEW_ON_CHANGE: Duration = Duration::from_secs(2);
+
+/// Renews the simulated clusters' heartbeat Leases: every one, or (`changed_only`) those whose
+/// claim no longer matches what they publish.
+async fn renew_some(
+    hub: &Client,
+    published: &Published,
+    claims: &Claims,
+    changed_only: bool,
+) -> anyhow::Result<()> {
     let now_ms = u64::try_from(Timestamp::now().as_millisecond()).unwrap_or_default();
     let encoded: Vec<(String, String)> = {
         let published = lock(published);
@@ -122,8 +139,11 @@ async fn renew_all(hub: &Client, published: &Published, claims: &Claims) -> anyh
         let epoch = next_epoch(newest, now_ms);
         published
             .iter()
-            .map(|(c, names)| {
+            .filter_map(|(c, names)| {
                 let digest = digest(names.iter().map(String::as_str));
+                if changed_only && claims.get(c).is_some_and(|claim| claim.digest == digest) {
+                    return None;
+                }
                 let claim = claims
                     .entry(c.clone())
                     .and_modify(|claim| {
@@ -138,7 +158,7 @@ async fn renew_all(hub: &Client, published: &Published, claims: &Claims) -> anyh
                         epoch,
                         digest: digest.clone(),
                     });
-                (c.clone(), claim.encode())
+                Some((c.clone(), claim.encode()))
             })
             .collect()
     };
@@ -437,12 +457,17 @@ async fn run_size(b: &Bench, size: &str, clusters: usize, services: usize) -> an
             (hub.clone(), published.clone(), stop.clone(), claims.clone());
         let renew = b.renew;
         tokio::spawn(async move {
+            let mut last = Instant::now();
             loop {
                 tokio::select! {
-                    () = tokio::time::sleep(renew) => {}
+                    () = tokio::time::sleep(renew.min(RENEW_ON_CHANGE)) => {}
                     () = stop.notified() => return,
                 }
-                if let Err(e) = renew_all(&hub, &published, &claims).await {
+                let due = last.elapsed() + Duration::from_millis(100) >= renew;
+                if due {
+                    last = Instant::now();
+                }
+                if let Err(e) = renew_some(&hub, &published, &claims, !due).await {
                     eprintln!("heartbeat: {e:#}");
                 }
             }
