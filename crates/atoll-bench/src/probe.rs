@@ -83,7 +83,10 @@ impl HubDir {
                 }
             }
         }
-        anyhow::bail!("no etcd database (member/snap/db) under {}", self.0.display())
+        anyhow::bail!(
+            "no etcd database (member/snap/db) under {}",
+            self.0.display()
+        )
     }
 
     pub fn footprint(&self) -> anyhow::Result<HubFootprint> {

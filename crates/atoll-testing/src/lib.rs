@@ -21,7 +21,8 @@ mod undo;
 mod wait;
 
 pub use admin::{
-    agent_writes_besides_heartbeats, http_get, metric, metric_labelled, metric_samples, samples, wait_metric,
+    agent_writes_besides_heartbeats, http_get, metric, metric_labelled, metric_samples, samples,
+    wait_metric,
 };
 pub use cluster_set::{ClusterSet, Member, TestNamespace, install_crypto_provider};
 pub use ports::{agent_admin_port, dns_admin_port, dns_port};

@@ -632,9 +632,12 @@ async fn run_size(b: &Bench, size: &str, clusters: usize, services: usize) -> an
     let dead = names[clusters - 1].clone();
     lock(&published).remove(&dead);
     let silent = Instant::now();
-    let done = until(shared, "withdrawing one cluster", Duration::from_secs(600), |m| {
-        !m.slices.keys().any(|(_, c)| *c == dead)
-    })
+    let done = until(
+        shared,
+        "withdrawing one cluster",
+        Duration::from_secs(600),
+        |m| !m.slices.keys().any(|(_, c)| *c == dead),
+    )
     .await?;
     row.dead_one = done.duration_since(silent).as_secs_f64();
 
@@ -849,7 +852,9 @@ async fn main() -> anyhow::Result<()> {
         renew: Duration::from_secs(env_or("ATOLL_HEARTBEAT_SECONDS", 10)),
         grace: Duration::from_secs(env_or("ATOLL_MEMBER_GRACE_SECONDS", 60)),
         restart: std::env::var("BENCH_RESTART_COMMAND").ok(),
-        hub_dir: std::env::var("BENCH_HUB_DIR").ok().map(|d| HubDir(d.into())),
+        hub_dir: std::env::var("BENCH_HUB_DIR")
+            .ok()
+            .map(|d| HubDir(d.into())),
         dns: dns_pidfiles()?,
         all_importers: std::env::var("BENCH_IMPORTERS").is_ok_and(|v| v == "all"),
     };
