@@ -36,7 +36,7 @@ env-down: ## Stop exactly what env-up started
 bench: setup ## Propagation benchmark (release build): latencies, writes per change, idle writes
 	hack/bench.sh
 
-bench-scale: setup ## Scale envelope: 10x100, 20x100, 50x200 simulated clusters x services imported by one real member (converge, latencies, RSS, CPU, writes)
+bench-scale: setup ## Scale envelope: simulated clusters x services (BENCH_SIZES, default 10x100,50x200,100x200; up to 250 clusters) imported by c2 (converge, latencies, writes, restart, dead cluster, RSS, the hub's footprint)
 	hack/bench-scale.sh
 
 bench-memory: ## Heap the agent's stores hold per hub object at 10x100 .. 250x200 (no cluster needed; before and after the compact forms, beside the 2.5 KiB target)
