@@ -74,21 +74,17 @@ pub async fn run(
     // Lease from being renewed. Polled in the same task as the loop, it was: the fence lapsed
     // mid-pass, the pass's writes failed, and the next pass, leading again, replanned
     // everything (found by `make bench-scale` at 100×200).
-    // Without an election the sender stays here: the loop stops when it is dropped.
-    let mut unelected = None;
-    let mut election = match &config.leader {
-        Some(settings) => Some(tokio::spawn(leader::run(
+    // The election's task gets a clone of the sender; the original stays here until the
+    // function returns (without an election the loop stops once every sender is dropped).
+    let mut election = config.leader.as_ref().map(|settings| {
+        tokio::spawn(leader::run(
             config.member.clone(),
             settings.clone(),
-            leading_tx,
+            leading_tx.clone(),
             fence.clone(),
             telemetry.metrics.clone(),
-        ))),
-        None => {
-            unelected = Some(leading_tx);
-            None
-        }
-    };
+        ))
+    });
     let election_ended = async {
         match election.as_mut() {
             Some(task) => {
@@ -114,7 +110,6 @@ pub async fn run(
         task.abort();
         let _ = task.await;
     }
-    drop(unelected);
     fence.set(None);
     if let Some(settings) = &config.leader {
         leader::release(config.member.clone(), settings).await;

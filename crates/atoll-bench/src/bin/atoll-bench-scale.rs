@@ -843,7 +843,7 @@ async fn main() -> anyhow::Result<()> {
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e).context("creating the bench namespace in c2"),
     }
-    let mut bench = Bench {
+    let bench = Bench {
         hub,
         shared: watch_member(&member),
         empty_rss: probe::usage(probe::pid_in(&pidfile)?)?.rss_mib,
@@ -858,7 +858,6 @@ async fn main() -> anyhow::Result<()> {
         dns: dns_pidfiles()?,
         all_importers: std::env::var("BENCH_IMPORTERS").is_ok_and(|v| v == "all"),
     };
-    bench.empty_rss = bench.agent()?.rss_mib;
     let mut rows = Vec::new();
     for size in sizes.split(',').filter(|s| !s.is_empty()) {
         let (c, s) = size

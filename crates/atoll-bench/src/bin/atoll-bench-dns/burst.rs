@@ -59,16 +59,9 @@ struct Measured {
     rss_peak_mib: f64,
 }
 
-/// Resident memory of `pid` in MiB (`VmRSS`).
+/// Resident memory of `pid` in MiB (`VmRSS`; 0 once it is gone).
 fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kib| kib / 1024.0)
+    atoll_bench::probe::usage(pid).map_or(0.0, |u| u.rss_mib)
 }
 
 /// Starts connecting to `address` without waiting for the handshake.
