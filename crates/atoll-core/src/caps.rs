@@ -234,6 +234,29 @@ impl Caps {
         }
     }
 
+    /// [`admit`](Self::admit) for a view whose records and endpoints per member are counted
+    /// in `published` (cluster → records, endpoints): while no member is over a limit, and none
+    /// was at the last call, the view passes as it is without looking at each object (an
+    /// importer of a large fleet runs this at every pass).
+    pub fn admit_counted(
+        &mut self,
+        records: Vec<Arc<ExportedService>>,
+        copies: Vec<Arc<ExportedEndpointSlice>>,
+        published: &BTreeMap<String, (usize, usize)>,
+    ) -> Admitted {
+        let within = published
+            .values()
+            .all(|(r, e)| *r <= self.limits.records && *e <= self.limits.endpoints);
+        if within && self.ignored == Ignored::default() {
+            return Admitted {
+                records,
+                copies,
+                ..Admitted::default()
+            };
+        }
+        self.admit(&records, &copies)
+    }
+
     /// What of the view the limits let through now, with the services whose part changed
     /// since the last call.
     pub fn admit(

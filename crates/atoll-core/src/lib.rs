@@ -47,6 +47,7 @@ pub mod plan;
 pub mod precedence;
 pub mod reconciler;
 pub mod selection;
+pub mod slice_diff;
 #[cfg(test)]
 mod test_support;
 pub mod text;

@@ -129,6 +129,8 @@ pub struct View {
     pub touched: BTreeSet<ServiceKey>,
     /// Every service's part may have changed (this importer stopped or started seeing the hub).
     pub touched_everything: bool,
+    /// What each cluster in the view publishes: records, and endpoints over its copies.
+    pub published: BTreeMap<String, (usize, usize)>,
 }
 
 /// Per-importer memory of every source cluster.
@@ -148,30 +150,22 @@ fn cluster_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)
 }
 
 /// Records and copies by the cluster whose namespace holds them; records outside any member
-/// namespace apart.
-fn by_cluster(
-    records: &[Arc<ExportedService>],
-    copies: &[Arc<ExportedEndpointSlice>],
-) -> (BTreeMap<String, Published>, Vec<Arc<ExportedService>>) {
-    let mut clusters: BTreeMap<String, Published> = BTreeMap::new();
+/// namespace apart. (Keyed by borrowed names: a pass groups every hub object.)
+fn by_cluster<'a>(
+    records: &'a [Arc<ExportedService>],
+    copies: &'a [Arc<ExportedEndpointSlice>],
+) -> (BTreeMap<&'a str, Published>, Vec<Arc<ExportedService>>) {
+    let mut clusters: BTreeMap<&str, Published> = BTreeMap::new();
     let mut unowned = Vec::new();
     for record in records {
         match cluster_of(&record.metadata) {
-            Some(c) => clusters
-                .entry(c.to_owned())
-                .or_default()
-                .0
-                .push(record.clone()),
+            Some(c) => clusters.entry(c).or_default().0.push(record.clone()),
             None => unowned.push(record.clone()),
         }
     }
     for copy in copies {
         if let Some(c) = cluster_of(&copy.metadata) {
-            clusters
-                .entry(c.to_owned())
-                .or_default()
-                .1
-                .push(copy.clone());
+            clusters.entry(c).or_default().1.push(copy.clone());
         }
     }
     (clusters, unowned)
@@ -255,7 +249,7 @@ impl Tracker {
 
         // Beats, as seen now.
         let mut clusters: BTreeSet<String> = self.sources.keys().cloned().collect();
-        clusters.extend(by_cluster.keys().cloned());
+        clusters.extend(by_cluster.keys().map(|c| (*c).to_owned()));
         clusters.extend(leases.keys().cloned());
         clusters.insert(self.own.clone());
         let missing = Heartbeat::missing();
@@ -297,11 +291,12 @@ impl Tracker {
             // from a backup older than the Lease): a slow member is not judged by ours then.
             source.remember_rhythm(heartbeat);
             let (stale_after, grace) = self.settings.for_source(&source.rhythm);
-            let current = by_cluster.get(cluster).unwrap_or(&empty);
-            let before = source.held.clone();
+            let current = by_cluster.get(cluster.as_str()).unwrap_or(&empty);
             let was_pinned = source.pinned;
             let judged = source.judge_objects(heartbeat, current, blind, now, wall, grace);
-            changed_services(before.as_ref(), source.held.as_ref(), &mut view.touched);
+            if let Some(before) = &judged.replaced {
+                changed_services(before.as_ref(), source.held.as_ref(), &mut view.touched);
+            }
             if source.pinned != was_pinned {
                 services_of(Some(current), &mut view.touched);
             }
@@ -371,16 +366,20 @@ impl Tracker {
             if source.pinned {
                 continue;
             }
-            let (records, copies) = source.held.clone().unwrap_or_default();
-            view.records.extend(records);
-            view.copies.extend(copies);
+            if let Some((records, copies)) = &source.held {
+                let endpoints = copies.iter().map(|c| c.spec.endpoints.len()).sum();
+                view.published
+                    .insert(cluster.clone(), (records.len(), endpoints));
+                view.records.extend(records.iter().cloned());
+                view.copies.extend(copies.iter().cloned());
+            }
         }
         // Forget clusters that left nothing behind: no Lease, no objects, nothing held (or
         // withdrawn), so memory follows the hub.
         self.sources.retain(|cluster, source| {
             cluster == &self.own
                 || leases.contains_key(cluster)
-                || by_cluster.contains_key(cluster)
+                || by_cluster.contains_key(cluster.as_str())
                 || (source.holds_something() && !view.liveness.withdrawn.contains_key(cluster))
         });
         // Never sooner than a quarter second: a deadline that just passed is handled by this

@@ -58,8 +58,21 @@ pub(super) fn services_of(published: Option<&Published>, into: &mut BTreeSet<Ser
     changed_services(published, None, into);
 }
 
-/// The digest of a cluster's objects, recomputed only when the objects changed: identities,
-/// sorted, say whether they did (the objects are kept, so no identity is reused meanwhile).
+/// The identities of a cluster's objects, sorted: the stores hand out the same `Arc` for an
+/// object until it changes, so equal identities mean the same objects (as long as the objects
+/// are kept, no identity is reused).
+fn identities(current: &Published) -> Vec<usize> {
+    let mut identities: Vec<usize> = current
+        .0
+        .iter()
+        .map(|r| Arc::as_ptr(r) as usize)
+        .chain(current.1.iter().map(|c| Arc::as_ptr(c) as usize))
+        .collect();
+    identities.sort_unstable();
+    identities
+}
+
+/// The digest of a cluster's objects, recomputed only when the objects changed.
 #[derive(Clone, Debug, Default)]
 struct DigestCache {
     identities: Vec<usize>,
@@ -68,17 +81,10 @@ struct DigestCache {
 }
 
 impl DigestCache {
-    fn digest(&mut self, current: &Published) -> &str {
-        let mut identities: Vec<usize> = current
-            .0
-            .iter()
-            .map(|r| Arc::as_ptr(r) as usize)
-            .chain(current.1.iter().map(|c| Arc::as_ptr(c) as usize))
-            .collect();
-        identities.sort_unstable();
-        if identities != self.identities || self.digest.is_empty() {
+    fn digest(&mut self, current: &Published, identities: &[usize]) -> &str {
+        if identities != self.identities.as_slice() || self.digest.is_empty() {
             self.digest = publication_digest(&current.0, &current.1);
-            self.identities = identities;
+            self.identities = identities.to_vec();
             self.objects = current.clone();
         }
         &self.digest
@@ -86,12 +92,14 @@ impl DigestCache {
 }
 
 /// When the tracker must look again for what [`Source::judge_objects`] decided.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Judged {
     /// A pin runs out (the grace passes without a matching set).
     pub pin_ends_in: Option<Duration>,
     /// An unmatched claim is due to be reported.
     pub unmatched_report_in: Option<Duration>,
+    /// The held set was replaced: what it held before (`Some(None)`: nothing).
+    pub replaced: Option<Option<Published>>,
 }
 
 #[derive(Clone, Debug)]
@@ -108,6 +116,9 @@ pub(super) struct Source {
     pub claim: Option<Claim>,
     /// Records and copies as they last matched the member's claim.
     pub held: Option<Published>,
+    /// The identities of `held` (see [`identities`]): a step whose objects are the held ones
+    /// replaces nothing, so an importer of a large fleet pays per cluster, not per object.
+    held_identities: Vec<usize>,
     /// No set of its objects has matched its claim since this importer started: the services
     /// it takes part in are left as they are.
     pub pinned: bool,
@@ -140,6 +151,7 @@ impl Source {
             accepted_epoch: 0,
             claim: None,
             held: None,
+            held_identities: Vec::new(),
             pinned: false,
             unmatched_since: None,
             unmatched_reported: None,
@@ -278,9 +290,10 @@ impl Source {
         if blind {
             return judged;
         }
+        let ids = identities(current);
         let matches = match &self.claim {
             Some(c) if c.epoch >= self.accepted_epoch && !self.awaiting_beat => {
-                c.digest == self.digest.digest(current)
+                c.digest == self.digest.digest(current, &ids)
             }
             _ => false,
         };
@@ -289,7 +302,7 @@ impl Source {
             if let Some(c) = &self.claim {
                 self.accepted_epoch = c.epoch;
             }
-            self.held = Some(current.clone());
+            self.hold(current, ids, &mut judged);
             self.pinned = false;
             self.unmatched_since = None;
             self.unmatched_reported = None;
@@ -306,7 +319,7 @@ impl Source {
             }
             if self.held.is_none() {
                 // Pinned for a whole grace: take what is there (and it is reported).
-                self.held = Some(current.clone());
+                self.hold(current, ids, &mut judged);
                 self.pinned = false;
             }
         } else {
@@ -318,6 +331,15 @@ impl Source {
             }
         }
         judged
+    }
+
+    /// Holds `current` (whose identities are `ids`) unless it holds exactly that already.
+    fn hold(&mut self, current: &Published, ids: Vec<usize>, judged: &mut Judged) {
+        if self.held.is_some() && ids == self.held_identities {
+            return;
+        }
+        judged.replaced = Some(self.held.replace(current.clone()));
+        self.held_identities = ids;
     }
 
     /// The services it exports (or exported when a predecessor withdrew it).

@@ -24,6 +24,7 @@ use crate::diff::{already_applied, owned, same_own_annotations};
 use crate::import::{self, Dropped, EndpointCheck};
 use crate::keys::of_copy;
 use crate::merge::MergedService;
+use crate::slice_diff::slice_applied;
 use crate::trust::{copy_family, slice_copy_owner};
 use crate::validate::{AddressPolicy, Cidr, Family};
 
@@ -380,7 +381,7 @@ fn import_service(
             if !here
                 .slices
                 .get(&slice_key)
-                .is_some_and(|o| already_applied(*o, &slice))
+                .is_some_and(|o| slice_applied(o, &slice))
             {
                 wanted
                     .pending

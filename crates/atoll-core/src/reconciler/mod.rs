@@ -281,7 +281,9 @@ impl Reconciler {
         );
         self.next_check = view.next_check;
         // Per-member caps, on the whole view before it is restricted to some services.
-        let capped = self.caps.admit(&view.records, &view.copies);
+        let capped = self
+            .caps
+            .admit_counted(view.records, view.copies, &view.published);
         observed.sources = Some(Sources {
             records: capped.records,
             copies: capped.copies,
