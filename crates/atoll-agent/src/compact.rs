@@ -32,10 +32,11 @@ pub fn hub_slice(copy: &mut ExportedEndpointSlice, own: &str) {
     copy.spec.ports.shrink_to_fit();
 }
 
-/// An MCS EndpointSlice of this member as the store keeps it.
+/// An MCS EndpointSlice of this member as the store keeps it: its endpoints only as their
+/// digest (the agent only compares them with the endpoints it wants).
 pub fn mcs_slice(slice: &mut McsSlice) {
     metadata(&mut slice.metadata);
-    endpoints(&mut slice.endpoints);
+    slice.digest_endpoints();
     if let Some(ports) = &mut slice.ports {
         ports.shrink_to_fit();
     }
@@ -132,18 +133,26 @@ mod tests {
     }
 
     #[test]
-    fn an_mcs_slice_keeps_everything_it_held() {
+    fn an_mcs_slice_keeps_everything_but_its_endpoints_which_it_keeps_as_their_digest() {
         let copy = decoded_copy();
         let mut slice = McsSlice {
             metadata: copy.metadata.clone(),
             address_type: "IPv4".into(),
             endpoints: copy.spec.endpoints.clone(),
             ports: Some(copy.spec.ports.clone()),
+            endpoints_digest: None,
         };
-        slice.endpoints.reserve(20);
         let before = slice.clone();
         mcs_slice(&mut slice);
-        assert_eq!(slice, before);
-        assert_eq!(slice.endpoints.capacity(), slice.endpoints.len());
+        assert!(slice.endpoints.is_empty());
+        assert_eq!(slice.endpoints.capacity(), 0);
+        assert_eq!(slice.endpoints_digest(), before.endpoints_digest());
+        assert_eq!(
+            (&slice.metadata, &slice.address_type, &slice.ports),
+            (&before.metadata, &before.address_type, &before.ports)
+        );
+        let mut moved = before.clone();
+        moved.endpoints[3].addresses[0] = "10.0.0.99".into();
+        assert_ne!(slice.endpoints_digest(), moved.endpoints_digest());
     }
 }

@@ -7,7 +7,7 @@
 
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 
-use atoll_api::endpoint::{McsSlice, PortableEndpoint};
+use atoll_api::endpoint::{EndpointFields, EndpointsDigest, McsSlice, PortableEndpoint};
 
 use crate::diff::already_applied;
 
@@ -28,13 +28,16 @@ fn conditions(observed: Option<&EndpointConditions>, desired: Option<&EndpointCo
     }
 }
 
-fn endpoint(observed: &PortableEndpoint, desired: &Endpoint) -> bool {
-    // Fields a portable endpoint does not keep: desired, they are never observed here.
-    let unkept = desired.node_name.is_some()
+/// Fields a portable endpoint does not keep: desired, they are never observed here.
+fn unkept(desired: &Endpoint) -> bool {
+    desired.node_name.is_some()
         || desired.target_ref.is_some()
         || desired.hints.is_some()
-        || desired.deprecated_topology.is_some();
-    !unkept
+        || desired.deprecated_topology.is_some()
+}
+
+fn endpoint(observed: &PortableEndpoint, desired: &Endpoint) -> bool {
+    !unkept(desired)
         && observed.addresses == desired.addresses
         && conditions(observed.conditions.as_ref(), desired.conditions.as_ref())
         && same(&observed.hostname, &desired.hostname)
@@ -48,6 +51,27 @@ fn port(observed: &EndpointPort, desired: &EndpointPort) -> bool {
         && same(&observed.app_protocol, &desired.app_protocol)
 }
 
+/// Whether the endpoints `desired` sets are those observed: contained field by field when the
+/// observed slice keeps its endpoints; when it keeps only their digest, equal (a field the
+/// observed endpoints have and the desired ones do not is a difference then: the next apply
+/// drops it, as it drops anything Atoll no longer sets).
+fn endpoints(observed: &McsSlice, desired: &[Endpoint]) -> bool {
+    match &observed.endpoints_digest {
+        Some(digest) => {
+            !desired.iter().any(unkept)
+                && *digest == EndpointsDigest::of(desired.iter().map(EndpointFields::from))
+        }
+        None => {
+            observed.endpoints.len() == desired.len()
+                && observed
+                    .endpoints
+                    .iter()
+                    .zip(desired)
+                    .all(|(o, d)| endpoint(o, d))
+        }
+    }
+}
+
 /// Whether everything `desired` sets is already true of `observed` (metadata compared as JSON:
 /// it is small, and which of its many fields a slice sets may grow).
 pub fn slice_applied(observed: &McsSlice, desired: &EndpointSlice) -> bool {
@@ -58,12 +82,7 @@ pub fn slice_applied(observed: &McsSlice, desired: &EndpointSlice) -> bool {
     };
     observed.address_type == desired.address_type
         && ports
-        && observed.endpoints.len() == desired.endpoints.len()
-        && observed
-            .endpoints
-            .iter()
-            .zip(&desired.endpoints)
-            .all(|(o, d)| endpoint(o, d))
+        && endpoints(observed, &desired.endpoints)
         && already_applied(&observed.metadata, &desired.metadata)
 }
 
@@ -154,6 +173,27 @@ mod tests {
             let keepable = desired.endpoints.iter().all(|e| e.node_name.is_none());
             prop_assert_eq!(slice_applied(&McsSlice::from(&desired), &desired), keepable);
         }
+
+        /// With only the digest of its endpoints kept, a slice is applied exactly when the
+        /// endpoints are equal (and everything else contained).
+        #[test]
+        fn a_digested_slice_is_applied_when_its_endpoints_are_equal(observed in slice(), desired in slice()) {
+            let kept = McsSlice::from(&observed);
+            let mut digested = kept.clone();
+            digested.digest_endpoints();
+            prop_assert!(digested.endpoints.is_empty());
+            let same_endpoints = kept.endpoints.len() == desired.endpoints.len()
+                && kept.endpoints.iter().zip(&desired.endpoints).all(|(o, d)| {
+                    !unkept(d) && *o == PortableEndpoint::from(d)
+                });
+            let mut rest = kept.clone();
+            rest.endpoints = desired.endpoints.iter().map(PortableEndpoint::from).collect();
+            let rest_applied = desired.endpoints.iter().all(|d| !unkept(d)) && slice_applied(&rest, &desired);
+            prop_assert_eq!(slice_applied(&digested, &desired), same_endpoints && rest_applied);
+            let mut own = McsSlice::from(&desired);
+            own.digest_endpoints();
+            prop_assert_eq!(slice_applied(&own, &desired), desired.endpoints.iter().all(|d| !unkept(d)));
+        }
     }
 
     #[test]
@@ -195,6 +235,11 @@ mod tests {
             let mut changed = observed.clone();
             change(&mut changed);
             assert!(!slice_applied(&changed, &desired), "{changed:?}");
+            changed.digest_endpoints();
+            assert!(!slice_applied(&changed, &desired), "digested: {changed:?}");
         }
+        let mut digested = observed.clone();
+        digested.digest_endpoints();
+        assert!(slice_applied(&digested, &desired));
     }
 }

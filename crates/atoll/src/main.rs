@@ -52,6 +52,14 @@ enum Command {
     Explain(cmd::inspect::ExplainArgs),
 }
 
+/// jemalloc rather than the C library's allocator: an agent holds a large, long-lived heap that
+/// tokio's worker threads allocate and free in turn; glibc's per-thread arenas kept freed memory
+/// from one thread's work out of another's reach, and musl's allocator (the image's) is slow on
+/// the planner's many small allocations. `make bench-scale` measures the agent's RSS per hub
+/// object with it.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let format = cli.log_format;
