@@ -1,7 +1,12 @@
 //! Watch events mark the services they concern (`atoll_core::dirty`) and wake the reconciler,
 //! which takes them a batch at a time.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use atoll_api::hub::CLAIM_ANNOTATION;
+use k8s_openapi::api::coordination::v1::Lease;
 
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_core::dirty::{Concerned, DirtyQueue};
@@ -15,6 +20,8 @@ use tokio::sync::Notify;
 pub struct Dirty {
     queue: Mutex<DirtyQueue>,
     trigger: Arc<Notify>,
+    /// A wake that should not wait for others (see [`Dirty::wake_now`]).
+    urgent: AtomicBool,
 }
 
 impl Dirty {
@@ -23,6 +30,7 @@ impl Dirty {
         Self {
             queue: Mutex::new(DirtyQueue::default()),
             trigger,
+            urgent: AtomicBool::new(false),
         }
     }
 
@@ -51,9 +59,22 @@ impl Dirty {
     }
 
     /// Wakes the reconciler without marking a service (a heartbeat moved: only the liveness
-    /// view may have changed, and it names the services that did).
+    /// view may have changed, and it names the services that did). The loop may gather such
+    /// wakes for a moment before it steps.
     pub fn wake(&self) {
         self.trigger.notify_one();
+    }
+
+    /// Wakes the reconciler for a change it should take in without gathering others first.
+    pub fn wake_now(&self) {
+        self.urgent.store(true, Ordering::Release);
+        self.trigger.notify_one();
+    }
+
+    /// Whether a change marked or woke urgently since the last call (clears the urgency).
+    pub fn pressing(&self) -> bool {
+        let urgent = self.urgent.swap(false, Ordering::AcqRel);
+        urgent || !self.is_empty()
     }
 
     /// Every mark so far, leaving the inbox empty.
@@ -112,4 +133,72 @@ pub fn everything<K: 'static>(dirty: Arc<Dirty>) -> impl FnMut(&Event<K>) + Send
 /// every pass looks at them whole.
 pub fn wake_only<K: 'static>(dirty: Arc<Dirty>) -> impl FnMut(&Event<K>) + Send + 'static {
     move |_| dirty.wake()
+}
+
+/// The event handler of the heartbeat Leases: a Lease whose claim changed (its member now
+/// publishes other names, so objects that waited for the claim may count now) wakes the loop at
+/// once; a beat alone wakes it too, but may wait to be taken in with others.
+pub fn heartbeats(dirty: Arc<Dirty>) -> impl FnMut(&Event<Lease>) + Send + 'static {
+    let mut claims: HashMap<String, Option<String>> = HashMap::new();
+    move |event| match event {
+        Event::Apply(lease) | Event::InitApply(lease) => {
+            let namespace = lease.metadata.namespace.clone().unwrap_or_default();
+            let claim = lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(CLAIM_ANNOTATION))
+                .cloned();
+            let changed = claims.get(&namespace) != Some(&claim);
+            claims.insert(namespace, claim);
+            match (event, changed) {
+                (Event::Apply(_), true) => dirty.wake_now(),
+                (Event::Apply(_), false) => dirty.wake(),
+                _ => {}
+            }
+        }
+        Event::Delete(lease) => {
+            claims.remove(lease.metadata.namespace.as_deref().unwrap_or_default());
+            dirty.wake_now();
+        }
+        Event::Init => claims.clear(),
+        Event::InitDone => dirty.wake_now(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn lease(namespace: &str, claim: &str) -> Lease {
+        let mut lease = Lease::default();
+        lease.metadata.namespace = Some(namespace.into());
+        lease.metadata.annotations = Some(BTreeMap::from([(
+            CLAIM_ANNOTATION.to_owned(),
+            claim.to_owned(),
+        )]));
+        lease
+    }
+
+    #[test]
+    fn a_new_claim_presses_and_a_beat_alone_does_not() {
+        let dirty = Arc::new(Dirty::new(Arc::new(Notify::new())));
+        let mut handle = heartbeats(dirty.clone());
+        handle(&Event::Init);
+        handle(&Event::InitApply(lease("atoll-c2", "1:aa")));
+        handle(&Event::InitDone);
+        assert!(dirty.pressing(), "a relist is taken in at once");
+        handle(&Event::Apply(lease("atoll-c2", "1:aa")));
+        assert!(!dirty.pressing(), "the same claim: a beat, which may wait");
+        handle(&Event::Apply(lease("atoll-c2", "2:bb")));
+        assert!(dirty.pressing(), "a new claim");
+        assert!(!dirty.pressing(), "pressing once");
+        handle(&Event::Apply(lease("atoll-c3", "1:cc")));
+        assert!(dirty.pressing(), "a member seen for the first time");
+        handle(&Event::Delete(lease("atoll-c3", "1:cc")));
+        assert!(dirty.pressing(), "a Lease gone");
+        dirty.mark([ServiceKey::new("ns", "web")]);
+        assert!(dirty.pressing(), "a marked service");
+    }
 }

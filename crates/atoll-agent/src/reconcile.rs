@@ -22,7 +22,7 @@ use crate::stores::Stores;
 use crate::writer::{self, Context, Targets, WriteCounter};
 
 /// How long heartbeats (and other changes that mark no service) are gathered before a step
-/// takes them in, unless a change that marks a service comes first. At 250 members renewing
+/// takes them in, unless a change that marks a service, or a new claim, comes first. At 250 members renewing
 /// every 10 s, 25 Leases move each second; a step for each would keep the loop busy, and every
 /// endpoint change would wait behind one. A beat seen this much later only delays a withdrawal
 /// by as much (the grace counts from when the importer sees a beat).
@@ -101,9 +101,9 @@ pub async fn run_loop(
                 () = sleep => {}
                 changed = leading.changed() => if changed.is_err() { return Ok(()) },
             }
-            if woken && inbox.is_empty() {
+            if woken && !inbox.pressing() {
                 let marked = async {
-                    while inbox.is_empty() {
+                    while !inbox.pressing() {
                         trigger.notified().await;
                     }
                 };

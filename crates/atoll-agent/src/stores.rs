@@ -164,7 +164,7 @@ impl Stores {
                 h,
                 WATCH_LEASES,
                 all().fields(&format!("metadata.name={}", atoll_api::hub::LEASE_NAME)),
-                dirty::wake_only(d()),
+                dirty::heartbeats(d()),
             ),
             policies: watch(h, WATCH_POLICIES, all(), dirty::everything(d())),
             properties: watch(m, WATCH_PROPERTIES, all(), dirty::wake_only(d())),

@@ -570,7 +570,8 @@ async fn run_size(b: &Bench, size: &str, clusters: usize, services: usize) -> an
             .entry(names[c].clone())
             .or_default()
             .extend(claimed_names(&names[c], &svc));
-        renew_all(hub, &published, &claims).await?;
+        // Only that member renews (with its new claim), as its agent would.
+        renew_some(hub, &published, &claims, true).await?;
         until(shared, "a new export", Duration::from_secs(60), |m| {
             m.first_import.contains_key(&svc)
         })
