@@ -33,9 +33,14 @@ pub fn hub_slice(copy: &mut ExportedEndpointSlice, own: &str) {
 }
 
 /// An MCS EndpointSlice of this member as the store keeps it: its endpoints only as their
-/// digest (the agent only compares them with the endpoints it wants).
+/// digest (the agent only compares them with the endpoints it wants), and without the
+/// server-set identity and version fields (the agent applies and deletes slices by name; the
+/// store's key would hold a copy of each).
 pub fn mcs_slice(slice: &mut McsSlice) {
     metadata(&mut slice.metadata);
+    let meta = &mut slice.metadata;
+    (meta.uid, meta.resource_version, meta.generation) = (None, None, None);
+    meta.creation_timestamp = None;
     slice.digest_endpoints();
     if let Some(ports) = &mut slice.ports {
         ports.shrink_to_fit();
@@ -148,9 +153,15 @@ mod tests {
         assert_eq!(slice.endpoints.capacity(), 0);
         assert_eq!(slice.endpoints_digest(), before.endpoints_digest());
         assert_eq!(
-            (&slice.metadata, &slice.address_type, &slice.ports),
-            (&before.metadata, &before.address_type, &before.ports)
+            (&slice.address_type, &slice.ports),
+            (&before.address_type, &before.ports)
         );
+        let kept = ObjectMeta {
+            uid: None,
+            resource_version: None,
+            ..before.metadata.clone()
+        };
+        assert_eq!(slice.metadata, kept);
         let mut moved = before.clone();
         moved.endpoints[3].addresses[0] = "10.0.0.99".into();
         assert_ne!(slice.endpoints_digest(), moved.endpoints_digest());

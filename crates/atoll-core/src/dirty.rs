@@ -7,7 +7,9 @@
 //! each once, taken a bounded batch at a time so a burst over many services cannot hold back
 //! the next pass over one service for long.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use atoll_api::keys::{ObjectKey, ServiceKey};
@@ -104,42 +106,97 @@ impl DirtyQueue {
 }
 
 /// The services each object of one watch concerned when last seen.
+///
+/// Every member holds this for every hub object and MCS slice, so it is kept small: an object
+/// is known by a keyed 64-bit hash of its namespace and name (the key is random per process,
+/// so no one can pick names that collide; a collision among a fleet's objects is about as likely
+/// as 1 in 10^9 and would at worst mark a service needlessly, or leave a moved object's old
+/// service to the safety net), and each service is held once, shared by every object that
+/// concerns it.
 #[derive(Clone, Debug, Default)]
 pub struct Concerned {
-    last: BTreeMap<ObjectKey, Vec<ServiceKey>>,
+    hasher: foldhash::quality::RandomState,
+    /// Each service concerned by some known object, once.
+    services: HashMap<ServiceKey, Arc<ServiceKey>>,
+    last: HashMap<u64, Box<[Arc<ServiceKey>]>>,
     /// While a relist is under way: what it has listed so far.
-    relisting: Option<BTreeMap<ObjectKey, Vec<ServiceKey>>>,
+    relisting: Option<HashMap<u64, Box<[Arc<ServiceKey>]>>>,
 }
 
 impl Concerned {
+    fn slot(&self, key: &ObjectKey) -> u64 {
+        self.hasher.hash_one((&key.namespace, &key.name))
+    }
+
+    fn shared(&mut self, services: Vec<ServiceKey>) -> Box<[Arc<ServiceKey>]> {
+        services
+            .into_iter()
+            .map(|s| match self.services.get(&s) {
+                Some(shared) => shared.clone(),
+                None => {
+                    let shared = Arc::new(s.clone());
+                    self.services.insert(s, shared.clone());
+                    shared
+                }
+            })
+            .collect()
+    }
+
+    /// Forgets `services` of one object, and each service no known object concerns any more.
+    fn release(&mut self, services: Box<[Arc<ServiceKey>]>) -> Vec<ServiceKey> {
+        let mut out = Vec::with_capacity(services.len());
+        for service in services.into_vec() {
+            // Held here and by the table: no object concerns it any more.
+            if Arc::strong_count(&service) == 2 {
+                self.services.remove(service.as_ref());
+            }
+            out.push(Arc::unwrap_or_clone(service));
+        }
+        out
+    }
+
     /// The object `key` now concerns `services`: returns every service it concerned before or
     /// concerns now.
     pub fn applied(&mut self, key: ObjectKey, services: Vec<ServiceKey>) -> Vec<ServiceKey> {
-        let mut touched = self.last.get(&key).cloned().unwrap_or_default();
-        for s in &services {
-            if !touched.contains(s) {
-                touched.push(s.clone());
+        let slot = self.slot(&key);
+        let shared = self.shared(services.clone());
+        let mut touched = match self.last.insert(slot, shared) {
+            Some(before) => self.release(before),
+            None => Vec::new(),
+        };
+        for s in services {
+            if !touched.contains(&s) {
+                touched.push(s);
             }
         }
-        self.last.insert(key, services);
         touched
     }
 
     /// The object `key` is gone: returns the services it concerned.
     pub fn deleted(&mut self, key: &ObjectKey) -> Vec<ServiceKey> {
-        self.last.remove(key).unwrap_or_default()
+        let slot = self.slot(key);
+        match self.last.remove(&slot) {
+            Some(before) => self.release(before),
+            None => Vec::new(),
+        }
     }
 
     /// A relist begins: what it lists replaces everything once it is done.
     pub fn relist_started(&mut self) {
-        self.relisting = Some(BTreeMap::new());
+        self.relisting = Some(HashMap::new());
     }
 
     /// One object of the relist.
     pub fn relisted(&mut self, key: ObjectKey, services: Vec<ServiceKey>) {
-        self.relisting
-            .get_or_insert_with(BTreeMap::new)
-            .insert(key, services);
+        let slot = self.slot(&key);
+        let shared = self.shared(services);
+        let previous = self
+            .relisting
+            .get_or_insert_with(HashMap::new)
+            .insert(slot, shared);
+        if let Some(previous) = previous {
+            self.release(previous);
+        }
     }
 
     /// The relist is complete: returns every service concerned before or after it (objects
@@ -147,10 +204,15 @@ impl Concerned {
     pub fn relist_done(&mut self) -> BTreeSet<ServiceKey> {
         let listed = self.relisting.take().unwrap_or_default();
         let old = std::mem::replace(&mut self.last, listed);
-        old.into_values()
-            .chain(self.last.values().cloned())
-            .flatten()
-            .collect()
+        let mut touched: BTreeSet<ServiceKey> = self
+            .last
+            .values()
+            .flat_map(|s| s.iter().map(|k| k.as_ref().clone()))
+            .collect();
+        for services in old.into_values() {
+            touched.extend(self.release(services));
+        }
+        touched
     }
 
     /// Objects known.
@@ -161,6 +223,11 @@ impl Concerned {
     /// Whether no object is known.
     pub fn is_empty(&self) -> bool {
         self.last.is_empty()
+    }
+
+    /// Services some known object (or one being relisted) concerns.
+    pub fn services(&self) -> usize {
+        self.services.len()
     }
 }
 
@@ -363,8 +430,18 @@ mod tests {
             [key("a"), key("b")],
             "relabelled from a to b"
         );
+        let other = ObjectKey::new("demo", "slice-2");
+        concerned.applied(other.clone(), vec![key("b")]);
+        assert_eq!(concerned.services(), 1, "each service held once");
         assert_eq!(concerned.deleted(&slice), [key("b")]);
         assert!(concerned.deleted(&slice).is_empty());
+        assert_eq!(concerned.services(), 1, "slice-2 still concerns b");
+        assert_eq!(concerned.deleted(&other), [key("b")]);
+        assert_eq!(
+            concerned.services(),
+            0,
+            "nothing kept for services no object concerns"
+        );
     }
 
     #[test]
@@ -380,6 +457,11 @@ mod tests {
             BTreeSet::from([key("a"), key("b"), key("c")])
         );
         assert_eq!(concerned.len(), 2);
+        assert_eq!(
+            concerned.services(),
+            2,
+            "a is forgotten with the object that went"
+        );
         assert_eq!(concerned.deleted(&ObjectKey::new("demo", "gone")), []);
     }
 

@@ -191,15 +191,25 @@ impl TestNamespace {
     /// Deletes the namespace everywhere (without waiting for finalization).
     pub async fn cleanup(self) -> anyhow::Result<()> {
         for member in &self.members {
-            match Api::<Namespace>::all(member.client.clone())
-                .delete(&self.name, &DeleteParams::background())
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => {
-                    return Err(e)
-                        .with_context(|| format!("deleting {} in {}", self.name, member.context));
+            // A test that restarted a control plane may find its pooled connection to it closed
+            // on the first request after: tried again, up to three times.
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match Api::<Namespace>::all(member.client.clone())
+                    .delete(&self.name, &DeleteParams::background())
+                    .await
+                {
+                    Ok(_) => break,
+                    Err(kube::Error::Api(e)) if e.code == 404 => break,
+                    Err(e) if attempt < 3 && !matches!(e, kube::Error::Api(_)) => {
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
+                    Err(e) => {
+                        return Err(e).with_context(|| {
+                            format!("deleting {} in {}", self.name, member.context)
+                        });
+                    }
                 }
             }
         }
