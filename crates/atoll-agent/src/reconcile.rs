@@ -87,6 +87,8 @@ pub async fn run_loop(
     let mut rejections = crate::rejections::Rejections::default();
     let mut first = true;
     loop {
+        // When a change woke the loop: what a step took in, counted from its first wake.
+        let mut woke = Instant::now();
         if !first && !reconciler.ready() && inbox.is_empty() {
             let wake = reconciler.next_wake(Instant::now());
             let sleep = async {
@@ -97,7 +99,10 @@ pub async fn run_loop(
             };
             let mut woken = false;
             tokio::select! {
-                () = trigger.notified() => woken = true,
+                () = trigger.notified() => {
+                    woken = true;
+                    woke = Instant::now();
+                }
                 () = sleep => {}
                 changed = leading.changed() => if changed.is_err() { return Ok(()) },
             }
@@ -130,6 +135,7 @@ pub async fn run_loop(
             reconciler.adopt(&kept);
         }
         let step = reconciler.step(&tick, stores.snapshot(), &stores.leases.state());
+        let planned = started.elapsed();
         report::liveness(m, &step);
         reported.log(reconciler.report());
         report::totals(m, reconciler.report());
@@ -155,6 +161,8 @@ pub async fn run_loop(
                     errors,
                     services = step.scope.as_ref().map(|s| s.len()),
                     took_ms = took.as_millis() as u64,
+                    planned_ms = planned.as_millis() as u64,
+                    waited_ms = started.saturating_duration_since(woke).as_millis() as u64,
                     "reconciled"
                 );
             }

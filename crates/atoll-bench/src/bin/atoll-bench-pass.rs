@@ -37,9 +37,14 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 
+/// The agent's allocator (`crates/atoll/src/main.rs`): a step's cost depends on it.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The importer's cluster id.
 const IMPORTER: &str = "importer";
-/// Steps timed per kind.
+/// Steps timed per kind, unless `BENCH_SAMPLES` says otherwise (more samples make a profile of
+/// the steps stand out from the set-up).
 const SAMPLES: usize = 40;
 /// Targets: what a step may cost so that an endpoint change (p99 < 250 ms in `make
 /// bench-scale`) never waits long behind another step.
@@ -275,10 +280,14 @@ fn run(size: &str) -> anyhow::Result<Row> {
         }
     }
 
+    let samples = std::env::var("BENCH_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SAMPLES);
     // Beat steps: one member's heartbeat moved, round robin.
     let names: Vec<String> = world.leases.keys().cloned().collect();
     let mut beats = Vec::new();
-    for i in 0..SAMPLES {
+    for i in 0..samples {
         world.beat(&names[i % names.len()]);
         world.beat(IMPORTER);
         let tick = clock.tick(Duration::from_millis(40), true);
@@ -293,7 +302,7 @@ fn run(size: &str) -> anyhow::Result<Row> {
     // Endpoint steps: one copy changed, its service marked as the watch would.
     let mut endpoints = Vec::new();
     let mut endpoint_writes = 0;
-    for i in 0..SAMPLES {
+    for i in 0..samples {
         let (c, s) = (i % clusters, (i * 7) % services);
         world.move_endpoint(size, c, s, services, i);
         world.beat(IMPORTER);

@@ -30,7 +30,7 @@ mod heartbeat;
 mod persisted;
 mod source;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -131,6 +131,9 @@ pub struct View {
     pub touched_everything: bool,
     /// What each cluster in the view publishes: records, and endpoints over its copies.
     pub published: BTreeMap<String, (usize, usize)>,
+    /// This importer's own records and copies as the hub holds them, whatever the view says
+    /// of them (the export side compares with these).
+    pub own: (Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>),
 }
 
 /// Per-importer memory of every source cluster.
@@ -149,13 +152,18 @@ fn cluster_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)
         .strip_prefix(hub::NAMESPACE_PREFIX)
 }
 
+/// Hub objects grouped by cluster: every step groups every hub object, so the names are
+/// borrowed and hashed (one hash and one comparison an object; a B-tree compared each name
+/// with eight others at 250 clusters).
+type ByCluster<'a> = HashMap<&'a str, Published, foldhash::fast::RandomState>;
+
 /// Records and copies by the cluster whose namespace holds them; records outside any member
-/// namespace apart. (Keyed by borrowed names: a pass groups every hub object.)
+/// namespace apart.
 fn by_cluster<'a>(
     records: &'a [Arc<ExportedService>],
     copies: &'a [Arc<ExportedEndpointSlice>],
-) -> (BTreeMap<&'a str, Published>, Vec<Arc<ExportedService>>) {
-    let mut clusters: BTreeMap<&str, Published> = BTreeMap::new();
+) -> (ByCluster<'a>, Vec<Arc<ExportedService>>) {
+    let mut clusters = ByCluster::default();
     let mut unowned = Vec::new();
     for record in records {
         match cluster_of(&record.metadata) {
@@ -270,6 +278,10 @@ impl Tracker {
         let blind = own_age > self.settings.blind_after;
         let mut view = View {
             records: unowned,
+            own: by_cluster
+                .get(self.own.as_str())
+                .cloned()
+                .unwrap_or_default(),
             touched_everything: self.blind != blind,
             ..View::default()
         };

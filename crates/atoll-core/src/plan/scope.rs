@@ -38,17 +38,30 @@ pub fn of_service(service: &Service) -> Option<ServiceKey> {
     service_ref(service).map(owned)
 }
 
-/// A set of services, looked up without allocating and with a fast hash (a pass filters every
-/// observed object; the keys are not chosen by an attacker's input alone, and a collision
-/// costs time, never a wrong answer).
-struct Lookup<'a> {
-    by_namespace: HashMap<&'a str, HashSet<&'a str, Fast>, Fast>,
+/// A set of services, looked up without allocating (a pass filters every observed object):
+/// a few keys (the usual scope of a pass: the services one change concerns) are compared one
+/// by one, cheaper than hashing both names of every object; more keys are looked up with a
+/// fast hash (the keys are not chosen by an attacker's input alone, and a collision costs
+/// time, never a wrong answer).
+enum Lookup<'a> {
+    Few(Vec<(&'a str, &'a str)>),
+    Many(HashMap<&'a str, HashSet<&'a str, Fast>, Fast>),
 }
 
 type Fast = foldhash::fast::RandomState;
 
+/// Up to how many keys a lookup compares one by one.
+const FEW: usize = 8;
+
 impl<'a> Lookup<'a> {
     fn new(keys: &'a BTreeSet<ServiceKey>) -> Self {
+        if keys.len() <= FEW {
+            return Self::Few(
+                keys.iter()
+                    .map(|k| (k.namespace.as_str(), k.name.as_str()))
+                    .collect(),
+            );
+        }
         let mut by_namespace: HashMap<&str, HashSet<&str, Fast>, Fast> = HashMap::default();
         for key in keys {
             by_namespace
@@ -56,15 +69,26 @@ impl<'a> Lookup<'a> {
                 .or_default()
                 .insert(&key.name);
         }
-        Self { by_namespace }
+        Self::Many(by_namespace)
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Self::Few(keys) => keys.is_empty(),
+            Self::Many(by_namespace) => by_namespace.is_empty(),
+        }
     }
 
     fn has(&self, key: Option<KeyRef<'_>>) -> bool {
-        key.is_some_and(|(namespace, name)| {
-            self.by_namespace
+        let Some((namespace, name)) = key else {
+            return false;
+        };
+        match self {
+            Self::Few(keys) => keys.iter().any(|&(ns, n)| n == name && ns == namespace),
+            Self::Many(by_namespace) => by_namespace
                 .get(namespace)
-                .is_some_and(|names| names.contains(name))
-        })
+                .is_some_and(|names| names.contains(name)),
+        }
     }
 }
 
@@ -73,7 +97,7 @@ fn keep<K>(
     lookup: &Lookup<'_>,
     key: impl Fn(&K) -> Option<KeyRef<'_>>,
 ) -> Vec<Arc<K>> {
-    if lookup.by_namespace.is_empty() {
+    if lookup.is_empty() {
         return Vec::new();
     }
     objects
@@ -141,5 +165,37 @@ impl Observed {
             keys.extend(sources.copies.iter().map(|c| of_copy(c)));
         }
         keys
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of looking up (a few keys compared, more hashed) answer as the set does,
+    /// at every scope size around the switch between them.
+    #[test]
+    fn a_lookup_answers_as_its_set_does() {
+        let universe: Vec<ServiceKey> = ["a", "b", "ab"]
+            .iter()
+            .flat_map(|ns| (0..6).map(move |i| ServiceKey::new(ns, &format!("svc-{i}"))))
+            .collect();
+        for size in 0..universe.len() {
+            let keys: BTreeSet<ServiceKey> =
+                universe.iter().step_by(2).take(size).cloned().collect();
+            let lookup = Lookup::new(&keys);
+            assert_eq!(lookup.is_empty(), keys.is_empty());
+            assert_eq!(matches!(lookup, Lookup::Few(_)), keys.len() <= FEW);
+            for key in &universe {
+                let found = lookup.has(Some((key.namespace.as_str(), key.name.as_str())));
+                assert_eq!(
+                    found,
+                    keys.contains(key),
+                    "{key:?} with {} keys",
+                    keys.len()
+                );
+            }
+            assert!(!lookup.has(None));
+        }
     }
 }

@@ -327,11 +327,8 @@ impl Reconciler {
             }
             None => None,
         };
-        let own_names = own_names(
-            self.config.member.id.as_str(),
-            &observed.records,
-            &observed.hub_slices,
-        );
+        // The tracker grouped the hub's objects by cluster: ours are a few, not the fleet's.
+        let own_names = own_names(self.config.member.id.as_str(), &view.own.0, &view.own.1);
         let own_lease = own_lease(self.config.member.id.as_str(), leases);
         let (input, services) = match &scope {
             None => {
