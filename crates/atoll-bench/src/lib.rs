@@ -3,3 +3,4 @@
 
 pub mod fleet;
 pub mod probe;
+pub mod stats;

@@ -11,6 +11,7 @@
 //!
 //! Results are compared with the targets (p99 < 1 s for both latencies, 0 idle writes).
 
+use atoll_bench::stats::percentile;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,14 +50,6 @@ where
             }
         }
     });
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 fn report(name: &str, mut samples: Vec<f64>, target_p99: f64) -> bool {

@@ -17,6 +17,7 @@
 //! the loop is busy, so the endpoint and beat steps are the numbers that bound `make
 //! bench-scale`'s latencies. Targets printed beside them.
 
+use atoll_bench::stats::percentile;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -223,14 +224,6 @@ impl Clock {
             leading,
         }
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 struct Row {

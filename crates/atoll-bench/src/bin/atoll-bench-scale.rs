@@ -25,6 +25,7 @@
 //!
 //! The agent's pid is in `BENCH_AGENT_PIDFILE`; the tables end with the scale issue's targets.
 
+use atoll_bench::stats::percentile;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -330,14 +331,6 @@ async fn until(
         );
         let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 /// The agent's writes besides its heartbeat renewals.
