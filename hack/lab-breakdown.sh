@@ -16,6 +16,11 @@ k() { lab_kubectl "$@"; }
 cleanup() { for c in c1 c2; do k "$c" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true; done; }
 trap cleanup EXIT
 
+# A previous run's namespaces go first (deleting them takes a while; nothing can be created
+# in a namespace being deleted).
+for c in c1 c2; do
+  for _ in $(seq 240); do k "$c" get namespace "$NS" >/dev/null 2>&1 || break; sleep 0.5; done
+done
 lab_namespace c2 "$NS"
 for i in $(seq "$N"); do echo_service_yaml "svc-$i" 1 "c2 svc-$i"; done | k c2 -n "$NS" apply -f - >/dev/null
 lab_client_pod c1 "$NS"

@@ -12,7 +12,7 @@ this host's clock (every process of the lab shares it), when each step became vi
   proxy     c1's kube-proxy finished the first rules sync after derived and slice
             (its metric kubeproxy_sync_proxy_rules_last_timestamp_seconds, polled every 20 ms)
   connect   the first TCP connection from a pod in c1 to the ClusterSetIP answered (stamped in
-            the pod; the loop starts once the import is seen, so when the rules were already
+            the pod by /proc/uptime, 10 ms; the loop starts once the import is seen, so when the rules were already
             there, this is the exec's start-up, not the data plane)
 
 Watches stamp an event when kubectl prints it (tens of ms after the write at most). Prints each
@@ -131,7 +131,7 @@ def pct(values, p):
 def main():
     procs = [
         watch("hub", "c1", ["exportedservices.hub.atoll.dev", "-n", "atoll-c2"],
-              "{.spec.service}"),
+              "{.spec.name}"),
         watch("derived", "c1", ["services", "-n", NS, "-l", "multicluster.kubernetes.io/service-name"],
               "{.metadata.labels.multicluster\\.kubernetes\\.io/service-name} {.spec.clusterIP}"),
         watch("slice", "c1", ["endpointslices", "-n", NS, "-l",
@@ -153,11 +153,15 @@ def main():
             t_import = wait_for("import", svc)
             ip = kubectl("c1", "-n", NS, "get", "serviceimport", svc,
                          "-o", "jsonpath={.spec.ips[0]}").stdout.strip()
-            script = ("first=$(date +%s%N); "
-                      f"until nc -w 1 {ip} 80 </dev/null 2>/dev/null | grep -q {svc}; do sleep 0.05; done; "
-                      "echo $first $(date +%s%N)")
+            # The pod's `date` has no %N: it stamps with /proc/uptime (10 ms), the same kernel
+            # clock (CLOCK_BOOTTIME) as this host's, turned into wall time here.
+            script = ("first=$(cut -d' ' -f1 /proc/uptime); "
+                      f"until nc -N -w 1 {ip} 80 </dev/null 2>/dev/null | grep -q {svc}; do sleep 0.05; done; "
+                      "echo $first $(cut -d' ' -f1 /proc/uptime)")
             out = kubectl("c1", "-n", NS, "exec", "client", "--", "sh", "-c", script).stdout.split()
-            t_first_try, t_connect = (int(out[0]) / 1e6, int(out[1]) / 1e6)
+            offset_ms = now_ms() - time.clock_gettime(time.CLOCK_BOOTTIME) * 1000.0
+            t_first_try, t_connect = (float(out[0]) * 1000.0 + offset_ms,
+                                      float(out[1]) * 1000.0 + offset_ms)
             t_hub = wait_for("hub", svc)
             t_derived = wait_for("derived", svc)
             t_slice = wait_for("slice", svc)
