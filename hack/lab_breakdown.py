@@ -12,8 +12,8 @@ this host's clock (every process of the lab shares it), when each step became vi
   proxy     c1's kube-proxy finished the first rules sync after derived and slice
             (its metric kubeproxy_sync_proxy_rules_last_timestamp_seconds, polled every 20 ms)
   connect   the first TCP connection from a pod in c1 to the ClusterSetIP answered (stamped in
-            the pod by /proc/uptime, 10 ms; the loop starts once the import is seen, so when the rules were already
-            there, this is the exec's start-up, not the data plane)
+            the pod by /proc/uptime, 10 ms; the loop starts once the import is seen, so when
+            the rules were already there, this is the exec's start-up, not the data plane)
 
 Watches stamp an event when kubectl prints it (tens of ms after the write at most). Prints each
 service's line and p50 / p99 of every part, then the same as JSON (target/lab/breakdown.json).

@@ -4,3 +4,11 @@
 pub mod fleet;
 pub mod probe;
 pub mod stats;
+
+/// The environment variable `name` parsed, or `default` when it is unset or does not parse.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

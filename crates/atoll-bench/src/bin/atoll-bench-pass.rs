@@ -273,10 +273,7 @@ fn run(size: &str) -> anyhow::Result<Row> {
         }
     }
 
-    let samples = std::env::var("BENCH_SAMPLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(SAMPLES);
+    let samples = atoll_bench::env_or("BENCH_SAMPLES", SAMPLES);
     // Beat steps: one member's heartbeat moved, round robin.
     let names: Vec<String> = world.leases.keys().cloned().collect();
     let mut beats = Vec::new();

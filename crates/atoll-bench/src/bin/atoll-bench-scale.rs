@@ -25,6 +25,7 @@
 //!
 //! The agent's pid is in `BENCH_AGENT_PIDFILE`; the tables end with the scale issue's targets.
 
+use atoll_bench::env_or;
 use atoll_bench::stats::percentile;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -59,13 +60,6 @@ type Published = Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 async fn apply<K>(api: &Api<K>, object: &K) -> anyhow::Result<()>

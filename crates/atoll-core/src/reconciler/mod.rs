@@ -328,7 +328,7 @@ impl Reconciler {
             None => None,
         };
         // The tracker grouped the hub's objects by cluster: ours are a few, not the fleet's.
-        let own_names = own_names(self.config.member.id.as_str(), &view.own.0, &view.own.1);
+        let own_names = own_names(&view.own.0, &view.own.1);
         let own_lease = own_lease(self.config.member.id.as_str(), leases);
         let (input, services) = match &scope {
             None => {
@@ -448,24 +448,19 @@ impl Reconciler {
     }
 }
 
-/// The claimed names of what the hub holds in this member's own namespace.
+/// The claimed names of this member's records and copies (the tracker's group of its own
+/// namespace).
 fn own_names(
-    id: &str,
     records: &[Arc<ExportedService>],
     copies: &[Arc<ExportedEndpointSlice>],
 ) -> BTreeSet<String> {
-    let own = atoll_api::hub::namespace_for(id);
-    let mine = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        (m.namespace.as_deref() == Some(own.as_str())).then(|| m.name.clone().unwrap_or_default())
+    let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.name.clone().unwrap_or_default()
     };
     records
         .iter()
-        .filter_map(|r| mine(&r.metadata).map(|n| record_claim_name(&n)))
-        .chain(
-            copies
-                .iter()
-                .filter_map(|c| mine(&c.metadata).map(|n| copy_claim_name(&n))),
-        )
+        .map(|r| record_claim_name(&name(&r.metadata)))
+        .chain(copies.iter().map(|c| copy_claim_name(&name(&c.metadata))))
         .collect()
 }
 
