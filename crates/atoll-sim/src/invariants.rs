@@ -24,6 +24,9 @@ use crate::member::MemberState;
 /// cadence, the watch delivery lag and the liveness view's rounding.
 pub const BOUND: Duration = Duration::from_secs(3);
 
+/// How far a watch of the simulation lags behind its apiserver at most.
+pub const WATCH_LAG: Duration = Duration::from_secs(1);
+
 /// A broken invariant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
@@ -52,11 +55,11 @@ pub struct Checks {
     withdrawn: BTreeMap<(String, String), Instant>,
     /// member -> its last heartbeat the hub accepted.
     beats: BTreeMap<String, Instant>,
-    /// member -> the one before.
-    previous_beats: BTreeMap<String, Instant>,
-    /// member -> the heartbeat before its last, when a restore may have erased the last one
-    /// before any importer saw it.
-    erasable: BTreeMap<String, Instant>,
+    /// member -> every heartbeat the hub accepted, oldest first.
+    history: BTreeMap<String, Vec<Instant>>,
+    /// (importer, member) -> the member's last heartbeat the importer surely took in, when a
+    /// restore of the hub may have erased the later ones before it did.
+    erasable: BTreeMap<(String, String), Instant>,
     /// member -> its silences between heartbeats (last beat before, first beat after) of more
     /// than two seconds: an importer may act on one until it sees the member beat again.
     silences: BTreeMap<String, Vec<(Instant, Instant)>>,
@@ -108,31 +111,54 @@ impl Checks {
         }
     }
 
-    /// The hub was restored from a backup at `at`: a heartbeat written within the last second
-    /// may be gone before an importer saw it, so an importer that withdraws the member as if
-    /// it had not beaten is not held to that beat in (i) (until the member beats again).
-    pub fn restored(&mut self, at: Instant) {
-        for (member, last) in &self.beats {
-            if at.saturating_duration_since(*last) <= Duration::from_secs(1)
-                && let Some(before) = self.previous_beats.get(member)
-            {
-                self.erasable.insert(member.clone(), *before);
+    /// The hub was restored from a backup at `at`. Watches lag up to [`WATCH_LAG`] behind the
+    /// hub and an importer takes in a heartbeat only when it steps, so every heartbeat written
+    /// after `min(at, its last step) - WATCH_LAG` may be gone before `importer` saw it: an
+    /// importer that withdraws the member as if it had not beaten since is not held to those
+    /// beats in (i), until the member beats again. `last_steps` names each importer's oldest
+    /// last step over its replicas (the simulation runs one replica at a time, so a member
+    /// whose writes are slow can keep the others from stepping for seconds).
+    pub fn restored(&mut self, at: Instant, last_steps: &BTreeMap<String, Instant>) {
+        let origin = self.origin.unwrap_or(at);
+        for (importer, last_step) in last_steps {
+            let taken_in_by = at.min(*last_step).checked_sub(WATCH_LAG).unwrap_or(origin);
+            for (member, beats) in &self.history {
+                if member == importer || beats.last().is_none_or(|b| *b <= taken_in_by) {
+                    continue;
+                }
+                let seen = beats
+                    .iter()
+                    .rev()
+                    .find(|b| **b <= taken_in_by)
+                    .copied()
+                    .unwrap_or(origin);
+                let key = (importer.clone(), member.clone());
+                let earliest = self.erasable.get(&key).map_or(seen, |e| (*e).min(seen));
+                self.erasable.insert(key, earliest);
             }
         }
     }
 
     pub fn beat(&mut self, member: &str, at: Instant) {
-        self.erasable.remove(member);
-        if let Some(was) = self.beats.get(member).copied() {
-            self.previous_beats.insert(member.to_owned(), was);
-        }
-        if let Some(before) = self.beats.insert(member.to_owned(), at)
-            && at.saturating_duration_since(before) > Duration::from_secs(2)
-        {
-            self.silences
-                .entry(member.to_owned())
-                .or_default()
-                .push((before, at));
+        // A beat that ends an erased stretch ends, for that importer, a silence that began at
+        // the last beat it took in.
+        let mut before: Vec<Instant> = Vec::new();
+        self.erasable.retain(|(_, source), seen| {
+            let erased = source == member;
+            if erased {
+                before.push(*seen);
+            }
+            !erased
+        });
+        before.extend(self.beats.insert(member.to_owned(), at));
+        self.history.entry(member.to_owned()).or_default().push(at);
+        let silences = self.silences.entry(member.to_owned()).or_default();
+        for from in before {
+            if at.saturating_duration_since(from) > Duration::from_secs(2)
+                && !silences.contains(&(from, at))
+            {
+                silences.push((from, at));
+            }
         }
     }
 
@@ -224,7 +250,7 @@ impl Checks {
                 .saturating_sub(Duration::from_secs(1));
             let last_seen_beat = self
                 .erasable
-                .get(&exporter.name)
+                .get(&(importer.to_owned(), exporter.name.clone()))
                 .or_else(|| self.beats.get(&exporter.name));
             let within_grace =
                 last_seen_beat.is_some_and(|b| now.saturating_duration_since(*b) < grace);

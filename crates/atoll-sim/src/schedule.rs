@@ -371,7 +371,15 @@ fn inject(
             if let Some(backup) = backups.get(pick(rng, backups.len())).cloned() {
                 world.apis.hub.restore(&backup);
                 let now = world.now();
-                world.checks.restored(now);
+                let last_steps = world
+                    .members
+                    .iter()
+                    .filter_map(|m| {
+                        let oldest = m.replicas.iter().filter_map(|r| r.last_step).min()?;
+                        Some((m.name.clone(), oldest))
+                    })
+                    .collect();
+                world.checks.restored(now, &last_steps);
                 // Watches of a restored apiserver get 410 Gone and relist.
                 for m in 0..world.members.len() {
                     for r in 0..world.members[m].replicas.len() {

@@ -36,3 +36,19 @@ fn schedules_without_faults_and_with_them_hold_every_invariant() {
         summary.faults
     );
 }
+
+/// Two schedules in which a restore of the hub erased the heartbeats that ended a member's
+/// long silence before an importer took them in (one within a second of the beat, one while
+/// another member's slow writes kept the importer from stepping for seconds): withdrawing the
+/// member then follows the grace as the importer could see it. The checks held those beats
+/// against it until they counted per importer what it could have seen (found by
+/// `SIM_SEED=1796525419`).
+#[test]
+fn a_beat_a_restore_erased_before_an_importer_saw_it_is_not_held_against_it() {
+    let references = schedule::References::default();
+    for seed in [241_072_957_129_854_771, 14_754_603_616_964_333_840] {
+        let report = schedule::run(seed, &Shape::default(), &references);
+        assert_eq!(report.violations, Vec::new(), "schedule {seed}");
+        assert!(report.faults > 10, "schedule {seed} injected its faults");
+    }
+}
