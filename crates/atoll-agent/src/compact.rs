@@ -1,15 +1,15 @@
-//! What the agent keeps of each object it watches in bulk (hub records, hub copies, the MCS
-//! EndpointSlices it wrote): every member holds every hub object of the ClusterSet, so what a
-//! cached object costs is paid once per hub object on every member (`make bench-memory`
-//! measures it). The watch applies these after dropping managed fields and before the store
-//! holds the object.
+//! What the agent keeps of each hub object (records and copies): every member holds every hub
+//! object of the ClusterSet, so what a cached object costs is paid once per hub object on
+//! every member (`make bench-memory` measures it). The watch applies these after dropping
+//! managed fields and before the store holds the object. (The MCS EndpointSlices it wrote are
+//! kept as `atoll_api::mcs_slice::McsSlice`s.)
 //!
-//! Endpoints are held as [`PortableEndpoint`]s (hub copies and MCS slices alike), a quarter of
-//! the full Endpoint type. Decoding grows every list by doubling (a JSON array does not say
-//! its length up front): ten endpoints end in room for sixteen, one address in room for four;
-//! each list is shrunk to its length. Nothing the agent reads is dropped.
+//! Endpoints are held as [`PortableEndpoint`]s, a quarter of the full Endpoint type. Decoding
+//! grows every list by doubling (a JSON array does not say its length up front): ten endpoints
+//! end in room for sixteen, one address in room for four; each list is shrunk to its length.
+//! Nothing the agent reads is dropped.
 
-use atoll_api::endpoint::{McsSlice, PortableEndpoint};
+use atoll_api::endpoint::PortableEndpoint;
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
 use kube::api::ObjectMeta;
 
@@ -30,21 +30,6 @@ pub fn hub_slice(copy: &mut ExportedEndpointSlice, own: &str) {
     metadata(&mut copy.metadata);
     endpoints(&mut copy.spec.endpoints);
     copy.spec.ports.shrink_to_fit();
-}
-
-/// An MCS EndpointSlice of this member as the store keeps it: its endpoints only as their
-/// digest (the agent only compares them with the endpoints it wants), and without the
-/// server-set identity and version fields (the agent applies and deletes slices by name; the
-/// store's key would hold a copy of each).
-pub fn mcs_slice(slice: &mut McsSlice) {
-    metadata(&mut slice.metadata);
-    let meta = &mut slice.metadata;
-    (meta.uid, meta.resource_version, meta.generation) = (None, None, None);
-    meta.creation_timestamp = None;
-    slice.digest_endpoints();
-    if let Some(ports) = &mut slice.ports {
-        ports.shrink_to_fit();
-    }
 }
 
 fn endpoints(endpoints: &mut Vec<PortableEndpoint>) {
@@ -135,35 +120,5 @@ mod tests {
             c.metadata.labels
         };
         assert_eq!(own(before.clone()), before.metadata.labels);
-    }
-
-    #[test]
-    fn an_mcs_slice_keeps_everything_but_its_endpoints_which_it_keeps_as_their_digest() {
-        let copy = decoded_copy();
-        let mut slice = McsSlice {
-            metadata: copy.metadata.clone(),
-            address_type: "IPv4".into(),
-            endpoints: copy.spec.endpoints.clone(),
-            ports: Some(copy.spec.ports.clone()),
-            endpoints_digest: None,
-        };
-        let before = slice.clone();
-        mcs_slice(&mut slice);
-        assert!(slice.endpoints.is_empty());
-        assert_eq!(slice.endpoints.capacity(), 0);
-        assert_eq!(slice.endpoints_digest(), before.endpoints_digest());
-        assert_eq!(
-            (&slice.address_type, &slice.ports),
-            (&before.address_type, &before.ports)
-        );
-        let kept = ObjectMeta {
-            uid: None,
-            resource_version: None,
-            ..before.metadata.clone()
-        };
-        assert_eq!(slice.metadata, kept);
-        let mut moved = before.clone();
-        moved.endpoints[3].addresses[0] = "10.0.0.99".into();
-        assert_ne!(slice.endpoints_digest(), moved.endpoints_digest());
     }
 }

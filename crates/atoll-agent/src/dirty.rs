@@ -94,12 +94,22 @@ pub fn by_service<K: Resource + 'static>(
     dirty: Arc<Dirty>,
     concerns: fn(&K) -> Vec<ServiceKey>,
 ) -> impl FnMut(&Event<K>) + Send + 'static {
+    by_service_keyed(dirty, |o: &K| ObjectKey::of(o.meta()), concerns)
+}
+
+/// As [`by_service`], for objects `key` names (kept in a form of Atoll's own, without
+/// Kubernetes metadata).
+pub fn by_service_keyed<K: 'static>(
+    dirty: Arc<Dirty>,
+    key: fn(&K) -> ObjectKey,
+    concerns: fn(&K) -> Vec<ServiceKey>,
+) -> impl FnMut(&Event<K>) + Send + 'static {
     let mut concerned = Concerned::default();
     move |event| match event {
-        Event::Apply(o) => dirty.mark(concerned.applied(ObjectKey::of(o.meta()), concerns(o))),
-        Event::Delete(o) => dirty.mark(concerned.deleted(&ObjectKey::of(o.meta()))),
+        Event::Apply(o) => dirty.mark(concerned.applied(key(o), concerns(o))),
+        Event::Delete(o) => dirty.mark(concerned.deleted(&key(o))),
         Event::Init => concerned.relist_started(),
-        Event::InitApply(o) => concerned.relisted(ObjectKey::of(o.meta()), concerns(o)),
+        Event::InitApply(o) => concerned.relisted(key(o), concerns(o)),
         Event::InitDone => {
             concerned.relist_done();
             dirty.mark_everything();

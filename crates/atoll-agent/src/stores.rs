@@ -6,15 +6,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use atoll_api::about::v1beta1::ClusterProperty;
-use atoll_api::endpoint::McsSlice;
+use atoll_api::endpoint::ServedSlice;
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService, NamespacePolicy};
+use atoll_api::interner::Interner;
 use atoll_api::inventory::ClusterProfile;
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
+use atoll_api::mcs_slice::McsSlice;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::keys;
 use atoll_core::plan::{Observed, scope};
-use atoll_watch::Readiness;
+use atoll_watch::{KeptStore, Readiness};
 use futures::FutureExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Service};
@@ -37,8 +39,8 @@ pub struct Stores {
     pub services: Store<Service>,
     /// Member: EndpointSlices of Services (not ours), the endpoints we export.
     pub service_slices: Store<EndpointSlice>,
-    /// Member: the MCS EndpointSlices Atoll wrote, read back in compact form.
-    pub mcs_slices: Store<McsSlice>,
+    /// Member: the MCS EndpointSlices Atoll wrote, kept in a form of Atoll's own.
+    pub mcs_slices: KeptStore<McsSlice>,
     /// Member: namespaces (imports only go where the namespace exists).
     pub namespaces: Store<Namespace>,
     /// Member: ServiceImports.
@@ -123,14 +125,20 @@ impl Stores {
                     keys::of_service_slice(s).into_iter().collect()
                 }),
             ),
-            mcs_slices: watch_trimmed(
-                m,
-                WATCH_MCS_SLICES,
+            mcs_slices: atoll_watch::keep_with(
+                Api::all(m.clone()),
                 all().labels(&ours),
-                compact::mcs_slice,
-                dirty::by_service(d(), |s: &McsSlice| {
-                    keys::of_mcs_slice(&s.metadata).into_iter().collect()
-                }),
+                WATCH_MCS_SLICES,
+                {
+                    let mut interner = Interner::default();
+                    move |served: ServedSlice| McsSlice::kept(served, &mut interner)
+                },
+                |s| (&s.namespace, &s.name),
+                dirty::by_service_keyed(
+                    d(),
+                    |s: &Arc<McsSlice>| s.key(),
+                    |s: &Arc<McsSlice>| keys::of_mcs_slice(s).into_iter().collect(),
+                ),
             ),
             namespaces: watch(m, WATCH_NAMESPACES, all(), dirty::by_namespace(d())),
             imports: watch(
@@ -235,29 +243,68 @@ impl Stores {
     /// objects would look deleted.
     pub async fn wait_until_ready(&self, readiness: &Readiness) -> Result<(), WatchEnded> {
         let mut waits = vec![
-            (WATCH_EXPORTS, self.exports.wait_until_ready().boxed()),
-            (WATCH_SERVICES, self.services.wait_until_ready().boxed()),
+            (
+                WATCH_EXPORTS,
+                self.exports.wait_until_ready().map(listed).boxed(),
+            ),
+            (
+                WATCH_SERVICES,
+                self.services.wait_until_ready().map(listed).boxed(),
+            ),
             (
                 WATCH_SERVICE_SLICES,
-                self.service_slices.wait_until_ready().boxed(),
+                self.service_slices.wait_until_ready().map(listed).boxed(),
             ),
-            (WATCH_MCS_SLICES, self.mcs_slices.wait_until_ready().boxed()),
-            (WATCH_NAMESPACES, self.namespaces.wait_until_ready().boxed()),
-            (WATCH_IMPORTS, self.imports.wait_until_ready().boxed()),
-            (WATCH_RECORDS, self.records.wait_until_ready().boxed()),
-            (WATCH_HUB_SLICES, self.hub_slices.wait_until_ready().boxed()),
-            (WATCH_POLICIES, self.policies.wait_until_ready().boxed()),
-            (WATCH_LEASES, self.leases.wait_until_ready().boxed()),
-            (WATCH_PROPERTIES, self.properties.wait_until_ready().boxed()),
-            (WATCH_NODES, self.nodes.wait_until_ready().boxed()),
+            (
+                WATCH_MCS_SLICES,
+                self.mcs_slices.wait_until_ready().map(listed).boxed(),
+            ),
+            (
+                WATCH_NAMESPACES,
+                self.namespaces.wait_until_ready().map(listed).boxed(),
+            ),
+            (
+                WATCH_IMPORTS,
+                self.imports.wait_until_ready().map(listed).boxed(),
+            ),
+            (
+                WATCH_RECORDS,
+                self.records.wait_until_ready().map(listed).boxed(),
+            ),
+            (
+                WATCH_HUB_SLICES,
+                self.hub_slices.wait_until_ready().map(listed).boxed(),
+            ),
+            (
+                WATCH_POLICIES,
+                self.policies.wait_until_ready().map(listed).boxed(),
+            ),
+            (
+                WATCH_LEASES,
+                self.leases.wait_until_ready().map(listed).boxed(),
+            ),
+            (
+                WATCH_PROPERTIES,
+                self.properties.wait_until_ready().map(listed).boxed(),
+            ),
+            (
+                WATCH_NODES,
+                self.nodes.wait_until_ready().map(listed).boxed(),
+            ),
         ];
         if let Some(profile) = &self.profile {
             readiness.wait_for(WATCH_PROFILE);
-            waits.push((WATCH_PROFILE, profile.wait_until_ready().boxed()));
+            waits.push((
+                WATCH_PROFILE,
+                profile.wait_until_ready().map(listed).boxed(),
+            ));
         }
         if let Some(cidrs) = &self.service_cidrs {
             readiness.wait_for(WATCH_SERVICE_CIDRS);
-            waits.push((WATCH_SERVICE_CIDRS, cidrs.wait_until_ready().boxed()));
+            waits.push((
+                WATCH_SERVICE_CIDRS,
+                cidrs.wait_until_ready().map(listed).boxed(),
+            ));
         }
         let all = futures::future::try_join_all(waits.into_iter().map(|(name, wait)| async move {
             wait.await.map_err(|_| WatchEnded { watch: name })?;
@@ -277,6 +324,12 @@ impl Stores {
             }
         }
     }
+}
+
+/// Whether a store's first list completed (the store's own error says only that its watch
+/// ended).
+fn listed<E>(result: Result<(), E>) -> Result<(), ()> {
+    result.map_err(drop)
 }
 
 /// A watch ended before its first list.

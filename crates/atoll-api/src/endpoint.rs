@@ -1,10 +1,11 @@
 //! Endpoints as they cross clusters, in a form every member can afford to hold once per hub
 //! object: [`PortableEndpoint`] (the fields of a `discovery.k8s.io/v1` Endpoint that mean
-//! something outside its own cluster) and [`McsSlice`] (an MCS EndpointSlice as the importer
-//! reads it back). The full Endpoint type is 352 bytes before its first allocation, most of it
+//! something outside its own cluster) and [`ServedSlice`] (an MCS EndpointSlice as the importer
+//! decodes the ones it wrote; it keeps them as [`crate::mcs_slice::McsSlice`]s). The full
+//! Endpoint type is 352 bytes before its first allocation, most of it
 //! fields Atoll never sets (target reference, node name, hints, topology); a portable endpoint
 //! is 80. Both serialize to the same JSON as the full types (absent fields are omitted), so
-//! comparing a desired EndpointSlice with an observed [`McsSlice`] as JSON is exact for every
+//! comparing a desired EndpointSlice with an observed [`ServedSlice`] as JSON is exact for every
 //! field Atoll writes.
 
 use std::borrow::Cow;
@@ -144,14 +145,13 @@ impl EndpointsDigest {
     }
 }
 
-/// An MCS EndpointSlice (`discovery.k8s.io/v1` EndpointSlice) as an importer reads back the
-/// ones it wrote: its endpoints portable (everything Atoll writes into one), nothing else left
-/// out; or, once [`digest_endpoints`](Self::digest_endpoints) ran (the agent's store does),
-/// their digest instead. Watched and listed as EndpointSlices; written only as full
-/// EndpointSlices (it is serialized for tests and comparisons of its metadata only).
+/// An MCS EndpointSlice (`discovery.k8s.io/v1` EndpointSlice) as the watch of the slices an
+/// importer wrote decodes it: its endpoints portable (everything Atoll writes into one),
+/// nothing else left out. Held only until it is kept as a [`crate::mcs_slice::McsSlice`];
+/// serialized for tests and comparisons as JSON.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct McsSlice {
+pub struct ServedSlice {
     /// Standard object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -165,27 +165,6 @@ pub struct McsSlice {
     /// The slice's ports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<EndpointPort>>,
-    /// The digest of the endpoints, when they are no longer kept (`endpoints` is empty then).
-    #[serde(skip)]
-    pub endpoints_digest: Option<EndpointsDigest>,
-}
-
-impl McsSlice {
-    /// Keeps the digest of the endpoints instead of the endpoints.
-    pub fn digest_endpoints(&mut self) {
-        if self.endpoints_digest.is_none() {
-            self.endpoints_digest = Some(EndpointsDigest::of(
-                self.endpoints.iter().map(EndpointFields::from),
-            ));
-            self.endpoints = Vec::new();
-        }
-    }
-
-    /// The digest of its endpoints (kept, or computed from the endpoints it holds).
-    pub fn endpoints_digest(&self) -> EndpointsDigest {
-        self.endpoints_digest
-            .unwrap_or_else(|| EndpointsDigest::of(self.endpoints.iter().map(EndpointFields::from)))
-    }
 }
 
 fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
@@ -196,26 +175,25 @@ where
     Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-impl From<&EndpointSlice> for McsSlice {
+impl From<&EndpointSlice> for ServedSlice {
     fn from(slice: &EndpointSlice) -> Self {
         Self {
             metadata: slice.metadata.clone(),
             address_type: slice.address_type.clone(),
             endpoints: slice.endpoints.iter().map(PortableEndpoint::from).collect(),
             ports: slice.ports.clone(),
-            endpoints_digest: None,
         }
     }
 }
 
-impl From<EndpointSlice> for McsSlice {
+impl From<EndpointSlice> for ServedSlice {
     fn from(slice: EndpointSlice) -> Self {
         Self::from(&slice)
     }
 }
 
 /// As the full type serializes: `apiVersion` and `kind` first, `ports` only when present.
-impl Serialize for McsSlice {
+impl Serialize for ServedSlice {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let mut out = serializer.serialize_struct("EndpointSlice", 6)?;
@@ -232,7 +210,7 @@ impl Serialize for McsSlice {
     }
 }
 
-impl kube::Resource for McsSlice {
+impl kube::Resource for ServedSlice {
     type DynamicType = ();
     type Scope = k8s_openapi::NamespaceResourceScope;
 
@@ -296,7 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn an_mcs_slice_reads_an_endpoint_slice_and_serializes_as_one_without_local_fields() {
+    fn a_served_slice_reads_an_endpoint_slice_and_serializes_as_one_without_local_fields() {
         let slice = EndpointSlice {
             metadata: ObjectMeta {
                 name: Some("web-c2-ipv4-0".into()),
@@ -317,19 +295,19 @@ mod tests {
             }]),
         };
         let json = serde_json::to_value(&slice).unwrap_or_default();
-        let view: McsSlice = serde_json::from_value(json.clone()).unwrap_or_default();
-        assert_eq!(view, McsSlice::from(&slice));
+        let view: ServedSlice = serde_json::from_value(json.clone()).unwrap_or_default();
+        assert_eq!(view, ServedSlice::from(&slice));
         assert_eq!(serde_json::to_value(&view).unwrap_or_default(), json);
     }
 
     #[test]
-    fn an_mcs_slice_without_endpoints_reads_as_the_apiserver_serves_it() {
+    fn a_served_slice_without_endpoints_reads_as_the_apiserver_serves_it() {
         let served = serde_json::json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": "web-c2-ipv4-0", "namespace": "ns"},
             "addressType": "IPv4", "endpoints": null, "ports": null
         });
-        let slice: McsSlice = serde_json::from_str(&served.to_string())
+        let slice: ServedSlice = serde_json::from_str(&served.to_string())
             .unwrap_or_else(|e| panic!("an empty slice as served: {e}"));
         assert!(slice.endpoints.is_empty());
         assert_eq!(slice.ports, None);

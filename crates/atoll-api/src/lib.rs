@@ -10,7 +10,8 @@
 //! * [`inventory`]: KEP-4322 ClusterProfile, one per member on the hub.
 //! * [`dns_name`]: DNS names as users give them (a zone, a forwarding target's host), checked.
 //! * [`endpoint`]: endpoints as they cross clusters ([`endpoint::PortableEndpoint`]) and MCS
-//!   EndpointSlices as importers read them back ([`endpoint::McsSlice`]), compact.
+//!   EndpointSlices as importers decode them ([`endpoint::ServedSlice`]); [`mcs_slice`]: as they
+//!   keep them ([`mcs_slice::McsSlice`]), values shared through an [`interner::Interner`].
 //! * [`keys`]: namespace and name of a service ([`keys::ServiceKey`]) or of one object
 //!   ([`keys::ObjectKey`]), shared by the agent's plan and the DNS zone.
 //! * [`labels`]: well-known labels and annotations.
@@ -27,9 +28,11 @@ pub mod dns_name;
 pub mod endpoint;
 pub mod hub;
 pub mod hub_bounds;
+pub mod interner;
 pub mod inventory;
 pub mod keys;
 pub mod labels;
+pub mod mcs_slice;
 pub mod multicluster;
 mod resource;
 mod schema;

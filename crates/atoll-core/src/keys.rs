@@ -7,6 +7,7 @@
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
 use atoll_api::keys::ServiceKey;
 use atoll_api::labels;
+use atoll_api::mcs_slice::McsSlice;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -48,9 +49,14 @@ pub fn of_service_slice(slice: &EndpointSlice) -> Option<ServiceKey> {
     labelled_ref(&slice.metadata, labels::KUBERNETES_SERVICE_NAME).map(owned)
 }
 
+/// The imported service an MCS EndpointSlice belongs to, borrowed.
+pub fn mcs_slice_ref(slice: &McsSlice) -> Option<KeyRef<'_>> {
+    Some((&slice.namespace, slice.label(labels::SERVICE_NAME)?))
+}
+
 /// The imported service an MCS EndpointSlice belongs to.
-pub fn of_mcs_slice(meta: &ObjectMeta) -> Option<ServiceKey> {
-    labelled_ref(meta, labels::SERVICE_NAME).map(owned)
+pub fn of_mcs_slice(slice: &McsSlice) -> Option<ServiceKey> {
+    mcs_slice_ref(slice).map(owned)
 }
 
 /// The service a hub record describes.

@@ -7,9 +7,8 @@
 
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 
-use atoll_api::endpoint::{EndpointFields, EndpointsDigest, McsSlice, PortableEndpoint};
-
-use crate::diff::already_applied;
+use atoll_api::endpoint::{EndpointFields, EndpointsDigest, PortableEndpoint};
+use atoll_api::mcs_slice::McsSlice;
 
 /// A desired `Some` must be observed equal; a desired `None` says nothing.
 fn same<T: PartialEq>(observed: &Option<T>, desired: &Option<T>) -> bool {
@@ -72,26 +71,29 @@ fn endpoints(observed: &McsSlice, desired: &[Endpoint]) -> bool {
     }
 }
 
-/// Whether everything `desired` sets is already true of `observed` (metadata compared as JSON:
-/// it is small, and which of its many fields a slice sets may grow).
+/// Whether everything `desired` sets is already true of `observed` (the metadata by
+/// [`McsSlice::holds_metadata`]: name, namespace and labels).
 pub fn slice_applied(observed: &McsSlice, desired: &EndpointSlice) -> bool {
     let ports = match (&observed.ports, &desired.ports) {
         (_, None) => true,
         (None, Some(_)) => false,
         (Some(o), Some(d)) => o.len() == d.len() && o.iter().zip(d).all(|(o, d)| port(o, d)),
     };
-    observed.address_type == desired.address_type
+    *observed.address_type == *desired.address_type
         && ports
         && endpoints(observed, &desired.endpoints)
-        && already_applied(&observed.metadata, &desired.metadata)
+        && observed.holds_metadata(&desired.metadata)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diff::already_applied;
+    use atoll_api::endpoint::ServedSlice;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+    use std::sync::Arc;
 
     fn flag() -> impl Strategy<Value = Option<bool>> {
         prop_oneof![Just(None), Just(Some(true)), Just(Some(false))]
@@ -169,7 +171,8 @@ mod tests {
         #[test]
         fn agrees_with_the_json_comparison(observed in slice(), desired in slice()) {
             let kept = McsSlice::from(&observed);
-            prop_assert_eq!(slice_applied(&kept, &desired), already_applied(&kept, &desired));
+            let served = ServedSlice::from(&observed);
+            prop_assert_eq!(slice_applied(&kept, &desired), already_applied(&served, &desired));
             let keepable = desired.endpoints.iter().all(|e| e.node_name.is_none());
             prop_assert_eq!(slice_applied(&McsSlice::from(&desired), &desired), keepable);
         }
@@ -224,12 +227,12 @@ mod tests {
             |s| s.endpoints[0].addresses[0] = "10.0.0.2".into(),
             |s| s.endpoints[0].conditions = None,
             |s| {
-                s.ports = Some(vec![EndpointPort {
+                s.ports = Some(Arc::from(vec![EndpointPort {
                     port: Some(81),
                     ..Default::default()
-                }])
+                }]))
             },
-            |s| s.metadata.labels = None,
+            |s| s.set_labels(&BTreeMap::new()),
         ];
         for change in changes {
             let mut changed = observed.clone();

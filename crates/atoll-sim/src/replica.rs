@@ -5,10 +5,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atoll_api::endpoint::McsSlice;
+use atoll_api::endpoint::ServedSlice;
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
+use atoll_api::interner::Interner;
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
+use atoll_api::mcs_slice::McsSlice;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::dirty::{Concerned, DirtyQueue};
 use atoll_core::keys;
@@ -98,7 +100,7 @@ fn concern<K: Obj>(
 fn slice_services(s: &EndpointSlice) -> Vec<ServiceKey> {
     keys::of_service_slice(s)
         .into_iter()
-        .chain(keys::of_mcs_slice(&s.metadata))
+        .chain(keys::labelled_ref(&s.metadata, labels::SERVICE_NAME).map(keys::owned))
         .collect()
 }
 
@@ -339,13 +341,15 @@ impl Replica {
                     .is_some_and(|l| l.contains_key(labels::KUBERNETES_SERVICE_NAME))
             })
             .collect();
+        // Kept as the agent keeps them: values shared, endpoints as their digest.
+        let mut interner = Interner::default();
         let observed = Observed {
             exports: w.exports.objects(),
             services: w.services.objects(),
             service_slices: local,
             mcs_slices: mcs
                 .iter()
-                .map(|s| Arc::new(McsSlice::from(s.as_ref())))
+                .map(|s| Arc::new(McsSlice::kept(ServedSlice::from(s.as_ref()), &mut interner)))
                 .collect(),
             namespaces: w.namespaces.objects(),
             imports: w.imports.objects(),

@@ -12,6 +12,10 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+pub mod kept;
+
+pub use kept::{KeptStore, KeyOf, WriterDropped};
+
 /// Starts a reflector of `api` in the background and returns its store. Every event notifies
 /// `trigger`. Managed fields are dropped before caching (large, never read), and `trim` may drop
 /// more of what the caller never reads; watch errors are
@@ -55,6 +59,47 @@ where
                 Err(error) => tracing::warn!(watch = what, %error, "watch error; retrying"),
                 Ok(event) => on_event(&event),
             }
+        }
+    });
+    reader
+}
+
+/// As [`reflect_with`], but each object is kept in the caller's form: `convert` turns the
+/// decoded object into it, `key` names its namespace and name, and `on_event` sees the event
+/// with the converted object (see [`kept`]).
+pub fn keep_with<K, T, F>(
+    api: Api<K>,
+    config: watcher::Config,
+    what: &'static str,
+    mut convert: impl FnMut(K) -> T + Send + 'static,
+    key: KeyOf<T>,
+    mut on_event: F,
+) -> KeptStore<T>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    T: Send + Sync + 'static,
+    F: FnMut(&watcher::Event<Arc<T>>) + Send + 'static,
+{
+    let (reader, mut writer) = kept::kept_store(key);
+    let stream = watcher(api, config).backoff(CappedBackoff::default());
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let event = match event {
+                Err(error) => {
+                    tracing::warn!(watch = what, %error, "watch error; retrying");
+                    continue;
+                }
+                Ok(event) => match event {
+                    watcher::Event::Apply(o) => watcher::Event::Apply(Arc::new(convert(o))),
+                    watcher::Event::Delete(o) => watcher::Event::Delete(Arc::new(convert(o))),
+                    watcher::Event::Init => watcher::Event::Init,
+                    watcher::Event::InitApply(o) => watcher::Event::InitApply(Arc::new(convert(o))),
+                    watcher::Event::InitDone => watcher::Event::InitDone,
+                },
+            };
+            writer.apply(&event);
+            on_event(&event);
         }
     });
     reader

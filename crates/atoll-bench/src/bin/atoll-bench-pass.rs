@@ -23,11 +23,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use atoll_api::endpoint::McsSlice;
+use atoll_api::endpoint::ServedSlice;
 use atoll_api::hub::{
     self, BEAT_ANNOTATION, CLAIM_ANNOTATION, ExportedEndpointSlice, ExportedService, LEASE_NAME,
 };
+use atoll_api::interner::Interner;
 use atoll_api::keys::ServiceKey;
+use atoll_api::mcs_slice::McsSlice;
 use atoll_bench::fleet::{NS, addresses, cluster_name, copy, record};
 use atoll_core::ClusterId;
 use atoll_core::liveness::{Claim, Settings, publication_digest};
@@ -60,6 +62,8 @@ struct World {
     services: BTreeMap<String, Arc<Service>>,
     imports: BTreeMap<String, Arc<atoll_api::v1beta1::ServiceImport>>,
     mcs: BTreeMap<(String, String), Arc<McsSlice>>,
+    /// Shares the MCS slices' repeated values, as the agent's watch does.
+    interner: Interner,
     next_ip: u32,
 }
 
@@ -111,6 +115,7 @@ impl World {
             services: BTreeMap::new(),
             imports: BTreeMap::new(),
             mcs: BTreeMap::new(),
+            interner: Interner::default(),
             next_ip: 0,
         }
     }
@@ -180,7 +185,8 @@ impl World {
                 slice.metadata.namespace.clone().unwrap_or_default(),
                 slice.metadata.name.clone().unwrap_or_default(),
             );
-            self.mcs.insert(key, Arc::new(McsSlice::from(slice)));
+            let kept = McsSlice::kept(ServedSlice::from(slice), &mut self.interner);
+            self.mcs.insert(key, Arc::new(kept));
         }
         w.apply_derived.len()
             + w.apply_imports.len()

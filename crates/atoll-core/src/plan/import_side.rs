@@ -7,10 +7,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use atoll_api::endpoint::McsSlice;
 use atoll_api::hub::ExportedEndpointSlice;
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
+use atoll_api::mcs_slice::McsSlice;
 use atoll_api::v1beta1::ServiceImport;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -22,7 +22,7 @@ use super::selected::{self, Properties};
 use crate::conditions::{VipProblem, import_ready, same_conditions, source_clusters};
 use crate::diff::{already_applied, owned, same_own_annotations};
 use crate::import::{self, Dropped, EndpointCheck};
-use crate::keys::of_copy;
+use crate::keys::{self, of_copy};
 use crate::merge::MergedService;
 use crate::slice_diff::slice_applied;
 use crate::trust::{copy_family, slice_copy_owner};
@@ -42,6 +42,16 @@ fn group_of(meta: &ObjectMeta, address_type: &str) -> Option<SliceGroup> {
         labels.get(labels::SERVICE_NAME)?.clone(),
         labels.get(labels::SOURCE_CLUSTER)?.clone(),
         address_type.to_owned(),
+    ))
+}
+
+/// [`group_of`] a kept slice.
+fn group_of_kept(slice: &McsSlice) -> Option<SliceGroup> {
+    Some((
+        slice.namespace.to_string(),
+        slice.label(labels::SERVICE_NAME)?.to_owned(),
+        slice.label(labels::SOURCE_CLUSTER)?.to_owned(),
+        slice.address_type.to_string(),
     ))
 }
 
@@ -135,7 +145,11 @@ pub(super) fn plan(
     let here = Here {
         services: by_key(&observed.services, |s| &s.metadata),
         imports: by_key(&observed.imports, |i| &i.metadata),
-        slices: by_key(&observed.mcs_slices, |s| &s.metadata),
+        slices: observed
+            .mcs_slices
+            .iter()
+            .map(|s| (s.key(), s.as_ref()))
+            .collect(),
         copies,
         now,
         liveness: &observed.liveness,
@@ -214,8 +228,7 @@ pub(super) fn plan(
         .iter()
         .filter(|(k, s)| {
             !wanted.slices.contains(*k)
-                && !group_of(&s.metadata, &s.address_type)
-                    .is_some_and(|g| wanted.pending.contains(&g))
+                && !group_of_kept(s).is_some_and(|g| wanted.pending.contains(&g))
         })
         .map(|(k, _)| k.clone())
         .collect();
@@ -244,7 +257,7 @@ fn keep_as_they_are(keep: &BTreeSet<ServiceKey>, here: &Here<'_>, wanted: &mut W
         }
     }
     for (key, slice) in &here.slices {
-        if of_label(&slice.metadata).is_some_and(|s| keep.contains(&s)) {
+        if keys::of_mcs_slice(slice).is_some_and(|s| keep.contains(&s)) {
             wanted.slices.insert(key.clone());
         }
     }

@@ -6,10 +6,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use atoll_api::about::v1beta1::ClusterProperty;
-use atoll_api::endpoint::McsSlice;
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService, NamespacePolicy};
 use atoll_api::inventory::ClusterProfile;
 use atoll_api::keys::{ObjectKey, ServiceKey};
+use atoll_api::mcs_slice::McsSlice;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;

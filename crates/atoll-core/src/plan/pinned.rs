@@ -20,13 +20,9 @@ pub fn pinned_services(observed: &Observed) -> BTreeSet<ServiceKey> {
     }
     let mut services = BTreeSet::new();
     for slice in &observed.mcs_slices {
-        let source = slice
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(labels::SOURCE_CLUSTER));
+        let source = slice.label(labels::SOURCE_CLUSTER);
         if source.is_some_and(|c| pinned.contains(c))
-            && let Some(key) = of_mcs_slice(&slice.metadata)
+            && let Some(key) = of_mcs_slice(slice)
         {
             services.insert(key);
         }

@@ -18,8 +18,8 @@ use atoll_api::labels;
 use k8s_openapi::api::core::v1::Service;
 
 use crate::keys::{
-    KeyRef, copy_ref, labelled_ref, named, named_ref, of_copy, of_mcs_slice, of_record,
-    of_service_slice, owned, record_ref,
+    KeyRef, copy_ref, labelled_ref, mcs_slice_ref, named, named_ref, of_copy, of_mcs_slice,
+    of_record, of_service_slice, owned, record_ref,
 };
 
 use super::input::{Observed, Sources};
@@ -121,9 +121,7 @@ impl Observed {
             service_slices: keep(&self.service_slices, l, |s| {
                 labelled_ref(&s.metadata, labels::KUBERNETES_SERVICE_NAME)
             }),
-            mcs_slices: keep(&self.mcs_slices, l, |s| {
-                labelled_ref(&s.metadata, labels::SERVICE_NAME)
-            }),
+            mcs_slices: keep(&self.mcs_slices, l, mcs_slice_ref),
             namespaces: self.namespaces.clone(),
             imports: keep(&self.imports, l, |i| named_ref(&i.metadata)),
             records: records(&self.records),
@@ -152,11 +150,7 @@ impl Observed {
                 .iter()
                 .filter_map(|s| of_service_slice(s)),
         );
-        keys.extend(
-            self.mcs_slices
-                .iter()
-                .filter_map(|s| of_mcs_slice(&s.metadata)),
-        );
+        keys.extend(self.mcs_slices.iter().filter_map(|s| of_mcs_slice(s)));
         keys.extend(self.imports.iter().filter_map(|i| named(&i.metadata)));
         keys.extend(self.records.iter().map(|r| of_record(r)));
         keys.extend(self.hub_slices.iter().map(|c| of_copy(c)));

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use atoll_api::endpoint::McsSlice;
 use atoll_api::hub::{self, ExportedService};
 use atoll_api::labels;
+use atoll_api::mcs_slice::McsSlice;
 use atoll_api::multicluster::{EndpointSliceObjects, ServiceImportType};
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_api::{Condition, ConditionStatus};
@@ -250,7 +250,9 @@ impl World {
             upsert(&mut o.imports, stored, |i| &i.metadata);
         }
         for slice in &plan.member.apply_slices {
-            upsert(&mut o.mcs_slices, McsSlice::from(slice), |s| &s.metadata);
+            let slice = McsSlice::from(slice);
+            o.mcs_slices.retain(|s| s.key() != slice.key());
+            o.mcs_slices.push(Arc::new(slice));
         }
         for key in &plan.member.delete_imports {
             remove(&mut o.imports, key, |i| &i.metadata);
@@ -259,7 +261,7 @@ impl World {
             remove(&mut o.services, key, |s| &s.metadata);
         }
         for key in &plan.member.delete_slices {
-            remove(&mut o.mcs_slices, key, |s| &s.metadata);
+            o.mcs_slices.retain(|s| &s.key() != key);
         }
         for update in &plan.export_statuses {
             let mut stored = o
@@ -487,7 +489,7 @@ fn a_port_conflict_keeps_the_oldest_ports_and_flags_our_export() {
         .observed
         .mcs_slices
         .iter()
-        .find(|s| s.metadata.name.as_deref() == Some("hello.c2.ipv4.0"))
+        .find(|s| &*s.name == "hello.c2.ipv4.0")
         .unwrap();
     assert_eq!(ours.ports.as_deref(), Some(&[][..]));
 }
@@ -727,7 +729,7 @@ mod properties {
                         .observed
                         .mcs_slices
                         .iter()
-                        .filter(|s| s.metadata.labels.as_ref().unwrap()[labels::SERVICE_NAME] == name(i))
+                        .filter(|s| s.label(labels::SERVICE_NAME) == Some(name(i).as_str()))
                         .map(|s| s.endpoints.len())
                         .sum();
                     prop_assert_eq!(slices, *endpoints);

@@ -48,8 +48,8 @@ fn imported(world: &World, service: &str, cluster: &str) -> Vec<String> {
         .mcs_slices
         .iter()
         .filter(|s| {
-            let l = s.metadata.labels.as_ref().unwrap();
-            l[labels::SERVICE_NAME] == service && l[labels::SOURCE_CLUSTER] == cluster
+            s.label(labels::SERVICE_NAME) == Some(service)
+                && s.label(labels::SOURCE_CLUSTER) == Some(cluster)
         })
         .flat_map(|s| s.endpoints.iter().flat_map(|e| e.addresses.clone()))
         .collect();
@@ -81,10 +81,10 @@ fn old_named(world: &World, service: &str, cluster: &str) -> McsSlice {
         .observed
         .mcs_slices
         .iter()
-        .find(|s| s.metadata.labels.as_ref().unwrap()[labels::SOURCE_CLUSTER] == cluster)
+        .find(|s| s.label(labels::SOURCE_CLUSTER) == Some(cluster))
         .map(|s| s.as_ref().clone())
         .unwrap();
-    slice.metadata.name = Some(format!("{service}-{cluster}-ipv4-0"));
+    slice.name = format!("{service}-{cluster}-ipv4-0").into_boxed_str();
     slice
 }
 
@@ -112,7 +112,7 @@ fn slices_named_the_old_way_go_only_once_their_replacements_are_observed() {
     let second = world.step();
     assert_eq!(
         second.member.delete_slices,
-        [ObjectKey::of(&old.metadata)],
+        [old.key()],
         "then the old one, once the new one is observed"
     );
     assert_eq!(endpoints_held(&world), 2);
@@ -244,8 +244,8 @@ fn held(world: &World, service: &str) -> Vec<String> {
         .chain(
             o.mcs_slices
                 .iter()
-                .filter(|s| s.metadata.labels.as_ref().unwrap()[labels::SERVICE_NAME] == service)
-                .map(|s| format!("{:?}", (&s.metadata.name, &s.endpoints, &s.ports))),
+                .filter(|s| s.label(labels::SERVICE_NAME) == Some(service))
+                .map(|s| format!("{:?}", (&s.name, &s.endpoints, &s.ports))),
         )
         .collect();
     out.sort();

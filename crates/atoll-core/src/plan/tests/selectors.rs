@@ -63,7 +63,7 @@ fn marks(world: &World) -> Vec<(String, Option<String>, bool)> {
         .mcs_slices
         .iter()
         .map(|s| {
-            let l = s.metadata.labels.as_ref().unwrap();
+            let l = s.metadata().labels.unwrap_or_default();
             (
                 l[labels::SOURCE_CLUSTER].clone(),
                 l.get(ACTIVE_LABEL).cloned(),
@@ -86,7 +86,7 @@ fn the_importers_region_is_used_while_it_serves_and_the_rest_when_it_does_not() 
     assert_eq!(marks(&world), [mark("c2", true), mark("c3", false)]);
     // An inactive slice has a name of its own: a cluster changing sides is a delete (which
     // kube-proxy honours) and a create, never a relabelling kube-proxy would ignore.
-    let mut slice_names = names(&world.observed.mcs_slices, |s| &s.metadata);
+    let mut slice_names = slice_names_of(&world);
     slice_names.sort();
     assert_eq!(
         slice_names,
@@ -118,7 +118,7 @@ fn the_importers_region_is_used_while_it_serves_and_the_rest_when_it_does_not() 
     assert_eq!(plan.writes(), 2, "{plan:#?}");
     failed.converge();
     assert_eq!(marks(&failed), [mark("c2", true), mark("c3", true)]);
-    let mut slice_names = names(&failed.observed.mcs_slices, |s| &s.metadata);
+    let mut slice_names = slice_names_of(&failed);
     slice_names.sort();
     assert_eq!(
         slice_names,
@@ -146,13 +146,10 @@ fn without_selectors_slices_are_unmarked_and_an_invalid_list_counts_as_none() {
     let mut world = regional_world("[]", true);
     world.converge();
     let unmarked = |w: &World| {
-        w.observed.mcs_slices.iter().all(|s| {
-            !s.metadata
-                .labels
-                .as_ref()
-                .unwrap()
-                .contains_key(ACTIVE_LABEL)
-        })
+        w.observed
+            .mcs_slices
+            .iter()
+            .all(|s| s.label(ACTIVE_LABEL).is_none())
     };
     assert!(unmarked(&world));
     assert!(world.plan().report.selections.is_empty());
@@ -177,4 +174,14 @@ fn an_importer_in_another_region_uses_its_own() {
     world.observed.properties = vec![property("region", "a")];
     world.converge();
     assert_eq!(marks(&world), [mark("c2", true), mark("c3", false)]);
+}
+
+/// `namespace/name` of every MCS slice `world` holds.
+fn slice_names_of(world: &World) -> Vec<String> {
+    world
+        .observed
+        .mcs_slices
+        .iter()
+        .map(|s| s.key().to_string())
+        .collect()
 }
