@@ -4,12 +4,11 @@
 //! managed fields and before the store holds the object. (The MCS EndpointSlices it wrote are
 //! kept as `atoll_api::mcs_slice::McsSlice`s.)
 //!
-//! Endpoints are held as [`PortableEndpoint`]s, a quarter of the full Endpoint type. Decoding
-//! grows every list by doubling (a JSON array does not say its length up front): ten endpoints
-//! end in room for sixteen, one address in room for four; each list is shrunk to its length.
-//! Nothing the agent reads is dropped.
+//! Endpoints are held as `PortableEndpoint`s, a quarter of the full Endpoint type, their
+//! addresses inline (`atoll_api::address`). Decoding grows every list by doubling (a JSON array
+//! does not say its length up front): ten endpoints end in room for sixteen; each list is
+//! shrunk to its length. Nothing the agent reads is dropped.
 
-use atoll_api::endpoint::PortableEndpoint;
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
 use kube::api::ObjectMeta;
 
@@ -28,15 +27,8 @@ pub fn record(record: &mut ExportedService, own: &str) {
 pub fn hub_slice(copy: &mut ExportedEndpointSlice, own: &str) {
     others_without_labels(&mut copy.metadata, own);
     metadata(&mut copy.metadata);
-    endpoints(&mut copy.spec.endpoints);
+    copy.spec.endpoints.shrink_to_fit();
     copy.spec.ports.shrink_to_fit();
-}
-
-fn endpoints(endpoints: &mut Vec<PortableEndpoint>) {
-    endpoints.shrink_to_fit();
-    for endpoint in endpoints {
-        endpoint.shrink_to_fit();
-    }
 }
 
 /// Labels of another member's hub object are never read (an importer goes by its spec and
@@ -60,6 +52,7 @@ fn metadata(meta: &mut ObjectMeta) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use atoll_api::address::{Address, Addresses};
     use atoll_api::hub::ExportedEndpointSliceSpec;
 
     /// A copy as a watch decodes it: lists with room to spare.
@@ -101,7 +94,8 @@ mod tests {
             copy.spec
                 .endpoints
                 .iter()
-                .all(|e| e.addresses.capacity() == 1)
+                .all(|e| matches!(e.addresses, Addresses::One(Address::Ip(_)))),
+            "one IP address each, held inline"
         );
         let ExportedEndpointSliceSpec { ports, .. } = &copy.spec;
         assert_eq!(ports.capacity(), ports.len());

@@ -13,6 +13,8 @@ use std::borrow::Cow;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::JsonSchema;
+
+use crate::address::Addresses;
 use serde::{Deserialize, Serialize};
 
 /// An endpoint without what only makes sense in its own cluster (target reference, node name,
@@ -20,27 +22,27 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PortableEndpoint {
-    /// The endpoint's addresses (one, in practice).
+    /// The endpoint's addresses (one, in practice), held compactly (see [`crate::address`]).
     #[serde(default)]
-    pub addresses: Vec<String>,
+    pub addresses: Addresses,
     /// Ready, serving, terminating.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<EndpointConditions>,
     /// The endpoint's hostname (headless services: `<hostname>.<cluster>.<svc>...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
+    pub hostname: Option<Box<str>>,
     /// The endpoint's zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
+    pub zone: Option<Box<str>>,
 }
 
 impl From<&Endpoint> for PortableEndpoint {
     fn from(endpoint: &Endpoint) -> Self {
         Self {
-            addresses: endpoint.addresses.clone(),
+            addresses: Addresses::from(endpoint.addresses.as_slice()),
             conditions: endpoint.conditions.clone(),
-            hostname: endpoint.hostname.clone(),
-            zone: endpoint.zone.clone(),
+            hostname: endpoint.hostname.as_deref().map(Box::from),
+            zone: endpoint.zone.as_deref().map(Box::from),
         }
     }
 }
@@ -48,20 +50,12 @@ impl From<&Endpoint> for PortableEndpoint {
 impl From<&PortableEndpoint> for Endpoint {
     fn from(endpoint: &PortableEndpoint) -> Self {
         Self {
-            addresses: endpoint.addresses.clone(),
+            addresses: endpoint.addresses.to_strings(),
             conditions: endpoint.conditions.clone(),
-            hostname: endpoint.hostname.clone(),
-            zone: endpoint.zone.clone(),
+            hostname: endpoint.hostname.as_deref().map(str::to_owned),
+            zone: endpoint.zone.as_deref().map(str::to_owned),
             ..Default::default()
         }
-    }
-}
-
-impl PortableEndpoint {
-    /// Lists without spare room (decoding grows a list by doubling: one address ends in room
-    /// for four).
-    pub fn shrink_to_fit(&mut self) {
-        self.addresses.shrink_to_fit();
     }
 }
 
@@ -73,10 +67,18 @@ impl PortableEndpoint {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EndpointsDigest([u8; 16]);
 
+/// An endpoint's addresses as the digest reads them: written (an EndpointSlice's strings) or
+/// kept (a portable endpoint's); the same addresses digest alike.
+#[derive(Clone, Copy, Debug)]
+pub enum AddressTexts<'a> {
+    Written(&'a [String]),
+    Kept(&'a Addresses),
+}
+
 /// One endpoint's fields as the digest reads them.
 #[derive(Clone, Copy, Debug)]
 pub struct EndpointFields<'a> {
-    pub addresses: &'a [String],
+    pub addresses: AddressTexts<'a>,
     pub conditions: Option<&'a EndpointConditions>,
     pub hostname: Option<&'a str>,
     pub zone: Option<&'a str>,
@@ -85,7 +87,7 @@ pub struct EndpointFields<'a> {
 impl<'a> From<&'a PortableEndpoint> for EndpointFields<'a> {
     fn from(e: &'a PortableEndpoint) -> Self {
         Self {
-            addresses: &e.addresses,
+            addresses: AddressTexts::Kept(&e.addresses),
             conditions: e.conditions.as_ref(),
             hostname: e.hostname.as_deref(),
             zone: e.zone.as_deref(),
@@ -96,7 +98,7 @@ impl<'a> From<&'a PortableEndpoint> for EndpointFields<'a> {
 impl<'a> From<&'a Endpoint> for EndpointFields<'a> {
     fn from(e: &'a Endpoint) -> Self {
         Self {
-            addresses: &e.addresses,
+            addresses: AddressTexts::Written(&e.addresses),
             conditions: e.conditions.as_ref(),
             hostname: e.hostname.as_deref(),
             zone: e.zone.as_deref(),
@@ -128,9 +130,19 @@ impl EndpointsDigest {
         let mut hasher = Sha256::new();
         for e in endpoints {
             hasher.update([b'E']);
-            hasher.update((e.addresses.len() as u64).to_le_bytes());
-            for address in e.addresses {
-                text(&mut hasher, Some(address));
+            match e.addresses {
+                AddressTexts::Written(all) => {
+                    hasher.update((all.len() as u64).to_le_bytes());
+                    for address in all {
+                        text(&mut hasher, Some(address));
+                    }
+                }
+                AddressTexts::Kept(all) => {
+                    hasher.update((all.len() as u64).to_le_bytes());
+                    for address in all.texts() {
+                        text(&mut hasher, Some(&address));
+                    }
+                }
             }
             match e.conditions {
                 None => hasher.update([0]),

@@ -21,6 +21,7 @@
 //! This crate has no Kubernetes client and no async runtime: it is data only.
 
 pub mod about;
+pub mod address;
 pub mod cluster_selector;
 pub mod condition;
 pub mod crd;

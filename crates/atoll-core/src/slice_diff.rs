@@ -15,6 +15,11 @@ fn same<T: PartialEq>(observed: &Option<T>, desired: &Option<T>) -> bool {
     desired.is_none() || observed == desired
 }
 
+/// [`same`], for text held as `Box<str>` on one side and `String` on the other.
+fn same_text(observed: Option<&str>, desired: Option<&str>) -> bool {
+    desired.is_none() || observed == desired
+}
+
 fn conditions(observed: Option<&EndpointConditions>, desired: Option<&EndpointConditions>) -> bool {
     match (observed, desired) {
         (_, None) => true,
@@ -37,10 +42,10 @@ fn unkept(desired: &Endpoint) -> bool {
 
 fn endpoint(observed: &PortableEndpoint, desired: &Endpoint) -> bool {
     !unkept(desired)
-        && observed.addresses == desired.addresses
+        && observed.addresses.are(&desired.addresses)
         && conditions(observed.conditions.as_ref(), desired.conditions.as_ref())
-        && same(&observed.hostname, &desired.hostname)
-        && same(&observed.zone, &desired.zone)
+        && same_text(observed.hostname.as_deref(), desired.hostname.as_deref())
+        && same_text(observed.zone.as_deref(), desired.zone.as_deref())
 }
 
 fn port(observed: &EndpointPort, desired: &EndpointPort) -> bool {
@@ -224,7 +229,7 @@ mod tests {
         let observed = McsSlice::from(&desired);
         assert!(slice_applied(&observed, &desired));
         let changes: [fn(&mut McsSlice); 4] = [
-            |s| s.endpoints[0].addresses[0] = "10.0.0.2".into(),
+            |s| s.endpoints[0].addresses = vec!["10.0.0.2"].into(),
             |s| s.endpoints[0].conditions = None,
             |s| {
                 s.ports = Some(Arc::from(vec![EndpointPort {

@@ -50,8 +50,8 @@ pub fn endpoint(
         Reason::Endpoint,
         || format!("an endpoint with {count} addresses (1-{MAX_ADDRESSES} allowed)"),
     )?;
-    for text in &endpoint.addresses {
-        let ip = address(text, family)?;
+    for text in endpoint.addresses.texts() {
+        let ip = address(&text, family)?;
         if remote {
             policy.remote(&ip)?;
         }
@@ -107,8 +107,8 @@ mod tests {
             ..Default::default()
         };
         let ep = |addresses: &[&str], hostname: Option<&str>| PortableEndpoint {
-            addresses: addresses.iter().map(|a| (*a).to_owned()).collect(),
-            hostname: hostname.map(str::to_owned),
+            addresses: addresses.into(),
+            hostname: hostname.map(Box::from),
             ..Default::default()
         };
         let judge = |e: &PortableEndpoint, remote| {

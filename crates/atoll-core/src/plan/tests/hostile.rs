@@ -51,7 +51,7 @@ fn imported(world: &World, service: &str, cluster: &str) -> Vec<String> {
             s.label(labels::SERVICE_NAME) == Some(service)
                 && s.label(labels::SOURCE_CLUSTER) == Some(cluster)
         })
-        .flat_map(|s| s.endpoints.iter().flat_map(|e| e.addresses.clone()))
+        .flat_map(|s| s.endpoints.iter().flat_map(|e| e.addresses.to_strings()))
         .collect();
     addresses.sort();
     addresses
