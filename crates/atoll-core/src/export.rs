@@ -159,7 +159,7 @@ pub fn hub_slice(
             cluster: cluster.to_owned(),
             namespace: namespace.to_owned(),
             service: service.to_owned(),
-            address_type: slice.address_type.clone(),
+            address_type: slice.address_type.as_str().into(),
             endpoints: slice.endpoints.iter().map(PortableEndpoint::from).collect(),
             ports: slice.ports.clone().unwrap_or_default(),
         },

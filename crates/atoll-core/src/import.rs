@@ -266,7 +266,7 @@ pub fn mcs_slices<'a>(
             .collect();
         let endpoints = usable_endpoints(copy, *family, check, &mut dropped);
         groups
-            .entry((copy.spec.address_type.clone(), key_ports))
+            .entry((copy.spec.address_type.to_string(), key_ports))
             .or_default()
             .extend(endpoints);
     }

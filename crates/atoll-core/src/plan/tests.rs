@@ -515,7 +515,6 @@ fn a_spoofed_record_is_rejected_and_imports_nothing() {
     // Stored in c1's namespace but claiming to come from c9.
     let mut record = remote_record("c9", "hello", 0, &svc);
     record.metadata.namespace = Some(hub::namespace_for("c1"));
-    record.metadata.uid = Some("u1".into());
     record.metadata.resource_version = Some("7".into());
     upsert(&mut world.observed.records, record, |r| &r.metadata);
     let plan = world.plan();
@@ -526,7 +525,7 @@ fn a_spoofed_record_is_rejected_and_imports_nothing() {
         [Rejected {
             record: ObjectKey::new("atoll-c1", "demo.hello"),
             service: ServiceKey::new(NS, "hello"),
-            version: "u1@7".into(),
+            version: "atoll-c1/demo.hello@7".into(),
             problem: "claims cluster c9 but is stored in another member's namespace".into(),
             kind: HubKind::Record,
             cluster: "c1".into(),
