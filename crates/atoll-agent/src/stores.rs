@@ -45,10 +45,11 @@ pub struct Stores {
     pub namespaces: Store<Namespace>,
     /// Member: ServiceImports.
     pub imports: Store<ServiceImport>,
-    /// Hub: every member's ExportedService records.
-    pub records: Store<ExportedService>,
-    /// Hub: every member's copies of its exported EndpointSlices.
-    pub hub_slices: Store<ExportedEndpointSlice>,
+    /// Hub: every member's ExportedService records (keyed by a hash of their names: a
+    /// reflector's key would hold a copy of each object's name, namespace and version).
+    pub records: KeptStore<ExportedService>,
+    /// Hub: every member's copies of its exported EndpointSlices (keyed as the records).
+    pub hub_slices: KeptStore<ExportedEndpointSlice>,
     /// Hub: every member's heartbeat Lease.
     pub leases: Store<Lease>,
     /// Hub: the ClusterSet's namespace policy.
@@ -147,25 +148,27 @@ impl Stores {
                 all(),
                 dirty::by_service(d(), |i: &ServiceImport| named(&i.metadata)),
             ),
-            records: watch_trimmed(
+            records: keep_hub_objects(
                 h,
                 WATCH_RECORDS,
-                all(),
                 {
                     let own = own_namespace();
                     move |r| compact::record(r, &own)
                 },
-                dirty::by_service(d(), |r: &ExportedService| vec![keys::of_record(r)]),
+                dirty::by_service_keyed(d(), object_key, |r: &Arc<ExportedService>| {
+                    vec![keys::of_record(r)]
+                }),
             ),
-            hub_slices: watch_trimmed(
+            hub_slices: keep_hub_objects(
                 h,
                 WATCH_HUB_SLICES,
-                all(),
                 {
                     let own = own_namespace();
                     move |c| compact::hub_slice(c, &own)
                 },
-                dirty::by_service(d(), |c: &ExportedEndpointSlice| vec![keys::of_copy(c)]),
+                dirty::by_service_keyed(d(), object_key, |c: &Arc<ExportedEndpointSlice>| {
+                    vec![keys::of_copy(c)]
+                }),
             ),
             // Only the heartbeats: member credentials may read no other Lease on the hub.
             leases: watch(
@@ -451,6 +454,44 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     atoll_watch::reflect_with(Api::all(client.clone()), config, what, trim, on_event)
+}
+
+/// A store of every member's hub objects of type `K`, each reduced by `trim` (see [`compact`]),
+/// keyed by a hash of its namespace and name.
+fn keep_hub_objects<K>(
+    hub: &Client,
+    what: &'static str,
+    trim: impl Fn(&mut K) + Send + 'static,
+    on_event: impl FnMut(&watcher::Event<Arc<K>>) + Send + 'static,
+) -> KeptStore<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    atoll_watch::keep_with(
+        Api::all(hub.clone()),
+        watcher::Config::default(),
+        what,
+        move |mut object: K| {
+            atoll_watch::cached_form(&mut object, &trim);
+            object
+        },
+        name_of,
+        on_event,
+    )
+}
+
+/// Namespace and name of an object, borrowed.
+fn name_of<K: Resource>(object: &K) -> (&str, &str) {
+    let meta = object.meta();
+    (
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The key of a kept object.
+fn object_key<K: Resource>(object: &Arc<K>) -> ObjectKey {
+    ObjectKey::of(object.meta())
 }
 
 /// The service an object named after it concerns.

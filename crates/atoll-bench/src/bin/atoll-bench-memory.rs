@@ -156,6 +156,34 @@ where
     Ok(live() - before)
 }
 
+/// Decodes `wire` into a store keyed by a hash of each object's name, each object reduced by
+/// `reduce`, as the agent's watches of hub objects do; returns the heap bytes the store holds
+/// for them, and keeps the store alive in `keep`.
+fn kept_hub_objects<K>(
+    wire: &[Vec<u8>],
+    reduce: impl Fn(&mut K),
+    keep: &mut Vec<KeptStore<K>>,
+) -> anyhow::Result<isize>
+where
+    K: Resource + DeserializeOwned,
+{
+    let before = live();
+    let (reader, mut writer) = kept_store::<K>(|o| {
+        let meta = o.meta();
+        (
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    });
+    for bytes in wire {
+        let mut object: K = serde_json::from_slice(bytes).context("decoding")?;
+        reduce(&mut object);
+        writer.apply(&Event::Apply(std::sync::Arc::new(object)));
+    }
+    keep.push(reader);
+    Ok(live() - before)
+}
+
 /// Decodes `wire` (MCS EndpointSlices) into a store as the agent's watch of them does: each
 /// kept as an `McsSlice`, repeated values shared through one interner (counted: it lives as
 /// long as the watch). Returns the heap bytes held; keeps the store alive in `keep`.
@@ -246,9 +274,9 @@ fn measure_before(wire: &Wire) -> anyhow::Result<Measured> {
     Ok(Measured::of(wire, records, copies, mcs))
 }
 
-/// The three stores as the agent holds them now: records and copies by
-/// `atoll_watch::cached_form` with the trims of `atoll_agent::compact`, MCS slices kept as
-/// `atoll_api::mcs_slice::McsSlice`s in an `atoll_watch::KeptStore`.
+/// The three stores as the agent holds them now, each an `atoll_watch::KeptStore`: records and
+/// copies by `atoll_watch::cached_form` with the trims of `atoll_agent::compact`, MCS slices
+/// kept as `atoll_api::mcs_slice::McsSlice`s.
 fn measure_now(wire: &Wire) -> anyhow::Result<Measured> {
     use atoll_agent::compact;
     use atoll_watch::cached_form;
@@ -257,8 +285,8 @@ fn measure_now(wire: &Wire) -> anyhow::Result<Measured> {
     let own = atoll_api::hub::namespace_for("importer");
     let record = |o: &mut ExportedService| compact::record(o, &own);
     let copy = |o: &mut ExportedEndpointSlice| compact::hub_slice(o, &own);
-    let records = stored(&wire.records, |o| cached_form(o, &record), &mut r)?;
-    let copies = stored(&wire.copies, |o| cached_form(o, &copy), &mut c)?;
+    let records = kept_hub_objects(&wire.records, |o| cached_form(o, &record), &mut r)?;
+    let copies = kept_hub_objects(&wire.copies, |o| cached_form(o, &copy), &mut c)?;
     let mut kept = Vec::new();
     let mcs = kept_mcs_slices(&wire.mcs, &mut kept)?;
     Ok(Measured::of(wire, records, copies, mcs))
