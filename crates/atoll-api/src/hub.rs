@@ -126,9 +126,10 @@ pub struct ExportedEndpointSliceSpec {
     pub namespace: String,
     /// Name of the exported Service.
     pub service: String,
-    /// `IPv4` or `IPv6`, as on the source slice. Boxed text: 8 bytes less than a `String` puts
-    /// a held copy (with its `Arc`) at 512 bytes, an allocator size class, instead of 520,
-    /// which took the next one (640) on every member for every copy of the ClusterSet.
+    /// `IPv4` or `IPv6`, as on the source slice.
+    // Boxed text: 8 bytes less than a `String` puts a held copy (with its `Arc`) at 512 bytes,
+    // an allocator size class, instead of 520, which took the next one (640) on every member
+    // for every copy of the ClusterSet.
     pub address_type: Box<str>,
     /// The source slice's endpoints, without what only makes sense in their own cluster.
     // The schema stays the full Endpoint's (what the hub CRD has always served): fields a
