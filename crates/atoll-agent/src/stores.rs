@@ -246,68 +246,29 @@ impl Stores {
     /// objects would look deleted.
     pub async fn wait_until_ready(&self, readiness: &Readiness) -> Result<(), WatchEnded> {
         let mut waits = vec![
-            (
-                WATCH_EXPORTS,
-                self.exports.wait_until_ready().map(listed).boxed(),
-            ),
-            (
-                WATCH_SERVICES,
-                self.services.wait_until_ready().map(listed).boxed(),
-            ),
+            (WATCH_EXPORTS, listed(self.exports.wait_until_ready())),
+            (WATCH_SERVICES, listed(self.services.wait_until_ready())),
             (
                 WATCH_SERVICE_SLICES,
-                self.service_slices.wait_until_ready().map(listed).boxed(),
+                listed(self.service_slices.wait_until_ready()),
             ),
-            (
-                WATCH_MCS_SLICES,
-                self.mcs_slices.wait_until_ready().map(listed).boxed(),
-            ),
-            (
-                WATCH_NAMESPACES,
-                self.namespaces.wait_until_ready().map(listed).boxed(),
-            ),
-            (
-                WATCH_IMPORTS,
-                self.imports.wait_until_ready().map(listed).boxed(),
-            ),
-            (
-                WATCH_RECORDS,
-                self.records.wait_until_ready().map(listed).boxed(),
-            ),
-            (
-                WATCH_HUB_SLICES,
-                self.hub_slices.wait_until_ready().map(listed).boxed(),
-            ),
-            (
-                WATCH_POLICIES,
-                self.policies.wait_until_ready().map(listed).boxed(),
-            ),
-            (
-                WATCH_LEASES,
-                self.leases.wait_until_ready().map(listed).boxed(),
-            ),
-            (
-                WATCH_PROPERTIES,
-                self.properties.wait_until_ready().map(listed).boxed(),
-            ),
-            (
-                WATCH_NODES,
-                self.nodes.wait_until_ready().map(listed).boxed(),
-            ),
+            (WATCH_MCS_SLICES, listed(self.mcs_slices.wait_until_ready())),
+            (WATCH_NAMESPACES, listed(self.namespaces.wait_until_ready())),
+            (WATCH_IMPORTS, listed(self.imports.wait_until_ready())),
+            (WATCH_RECORDS, listed(self.records.wait_until_ready())),
+            (WATCH_HUB_SLICES, listed(self.hub_slices.wait_until_ready())),
+            (WATCH_POLICIES, listed(self.policies.wait_until_ready())),
+            (WATCH_LEASES, listed(self.leases.wait_until_ready())),
+            (WATCH_PROPERTIES, listed(self.properties.wait_until_ready())),
+            (WATCH_NODES, listed(self.nodes.wait_until_ready())),
         ];
         if let Some(profile) = &self.profile {
             readiness.wait_for(WATCH_PROFILE);
-            waits.push((
-                WATCH_PROFILE,
-                profile.wait_until_ready().map(listed).boxed(),
-            ));
+            waits.push((WATCH_PROFILE, listed(profile.wait_until_ready())));
         }
         if let Some(cidrs) = &self.service_cidrs {
             readiness.wait_for(WATCH_SERVICE_CIDRS);
-            waits.push((
-                WATCH_SERVICE_CIDRS,
-                cidrs.wait_until_ready().map(listed).boxed(),
-            ));
+            waits.push((WATCH_SERVICE_CIDRS, listed(cidrs.wait_until_ready())));
         }
         let all = futures::future::try_join_all(waits.into_iter().map(|(name, wait)| async move {
             wait.await.map_err(|_| WatchEnded { watch: name })?;
@@ -329,10 +290,12 @@ impl Stores {
     }
 }
 
-/// Whether a store's first list completed (the store's own error says only that its watch
-/// ended).
-fn listed<E>(result: Result<(), E>) -> Result<(), ()> {
-    result.map_err(drop)
+/// Resolves once a store's first list completed; fails if its watch ended before (the stores'
+/// own errors say only that).
+fn listed<'a, E>(
+    wait: impl std::future::Future<Output = Result<(), E>> + Send + 'a,
+) -> futures::future::BoxFuture<'a, Result<(), ()>> {
+    wait.map(|r| r.map_err(drop)).boxed()
 }
 
 /// A watch ended before its first list.

@@ -81,22 +81,15 @@ where
     F: FnMut(&watcher::Event<Arc<T>>) + Send + 'static,
 {
     let (reader, mut writer) = kept::kept_store(key);
-    let stream = watcher(api, config).backoff(CappedBackoff::default());
+    let mut events = watch(api, config, what);
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
+        while let Some(event) = events.next().await {
             let event = match event {
-                Err(error) => {
-                    tracing::warn!(watch = what, %error, "watch error; retrying");
-                    continue;
-                }
-                Ok(event) => match event {
-                    watcher::Event::Apply(o) => watcher::Event::Apply(Arc::new(convert(o))),
-                    watcher::Event::Delete(o) => watcher::Event::Delete(Arc::new(convert(o))),
-                    watcher::Event::Init => watcher::Event::Init,
-                    watcher::Event::InitApply(o) => watcher::Event::InitApply(Arc::new(convert(o))),
-                    watcher::Event::InitDone => watcher::Event::InitDone,
-                },
+                watcher::Event::Apply(o) => watcher::Event::Apply(Arc::new(convert(o))),
+                watcher::Event::Delete(o) => watcher::Event::Delete(Arc::new(convert(o))),
+                watcher::Event::Init => watcher::Event::Init,
+                watcher::Event::InitApply(o) => watcher::Event::InitApply(Arc::new(convert(o))),
+                watcher::Event::InitDone => watcher::Event::InitDone,
             };
             writer.apply(&event);
             on_event(&event);

@@ -36,22 +36,29 @@ type Copies<'a> = BTreeMap<(String, String, String), Vec<(&'a ExportedEndpointSl
 type SliceGroup = (String, String, String, String);
 
 fn group_of(meta: &ObjectMeta, address_type: &str) -> Option<SliceGroup> {
-    let labels = meta.labels.as_ref()?;
-    Some((
-        meta.namespace.clone()?,
-        labels.get(labels::SERVICE_NAME)?.clone(),
-        labels.get(labels::SOURCE_CLUSTER)?.clone(),
-        address_type.to_owned(),
-    ))
+    let label = |key: &str| meta.labels.as_ref()?.get(key).map(String::as_str);
+    group(meta.namespace.as_deref(), label, address_type)
 }
 
 /// [`group_of`] a kept slice.
 fn group_of_kept(slice: &McsSlice) -> Option<SliceGroup> {
+    group(
+        Some(&slice.namespace),
+        |key| slice.label(key),
+        &slice.address_type,
+    )
+}
+
+fn group<'a>(
+    namespace: Option<&str>,
+    label: impl Fn(&str) -> Option<&'a str>,
+    address_type: &str,
+) -> Option<SliceGroup> {
     Some((
-        slice.namespace.to_string(),
-        slice.label(labels::SERVICE_NAME)?.to_owned(),
-        slice.label(labels::SOURCE_CLUSTER)?.to_owned(),
-        slice.address_type.to_string(),
+        namespace?.to_owned(),
+        label(labels::SERVICE_NAME)?.to_owned(),
+        label(labels::SOURCE_CLUSTER)?.to_owned(),
+        address_type.to_owned(),
     ))
 }
 
