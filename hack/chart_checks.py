@@ -91,6 +91,9 @@ check("coredns.wire: a post-install/upgrade wire Job and a pre-delete unwire Job
       and jobs["atoll-coredns-wire"]["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
       and jobs["atoll-coredns-unwire"]["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
       and jobs["atoll-coredns-wire"]["spec"]["template"]["spec"]["containers"][0]["args"][:2] == ["coredns", "wire"], sorted(jobs))
+check("coredns.wire: the wire Job passes coredns.cacheSeconds (default 5)",
+      "--cache-seconds=5" in jobs["atoll-coredns-wire"]["spec"]["template"]["spec"]["containers"][0]["args"],
+      jobs["atoll-coredns-wire"]["spec"]["template"]["spec"]["containers"][0]["args"])
 wiring_rules = [r for d in kinds(wired, "Role") if d["metadata"]["name"] == "atoll-coredns-wiring" for r in d["rules"]]
 check("coredns.wire: its identity may only get/update the CoreDNS ConfigMap and get the Service atoll-dns",
       sorted((tuple(r["resources"]), tuple(r["resourceNames"]), tuple(r["verbs"])) for r in wiring_rules)

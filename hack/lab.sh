@@ -9,7 +9,11 @@
 #   hack/lab.sh up      create the namespace, check its isolation, start the ClusterSet inside
 #                       it and each cluster's real node (kubelet, containerd, runc, CNI,
 #                       kube-proxy; CoreDNS as a Deployment), check again (state in
-#                       ~/.cache/atoll/lab/env); Atoll comes from `make lab-install` (Helm)
+#                       ~/.cache/atoll/lab/env); Atoll comes from `make lab-install` (Helm).
+#                       LAB_KUBE_PROXY_MIN_SYNC=10ms (a duration) sets kube-proxy's nftables
+#                       minSyncPeriod (default: kube-proxy's own, 1 s; 0s in a configuration
+#                       file means that default too); run `up` again to change it on a running
+#                       lab
 #   hack/lab.sh check   the isolation checks alone (exit 1 if one fails)
 #   hack/lab.sh down    stop what `up` started (by recorded pids) and delete the namespaces the
 #                       lab recorded
@@ -73,10 +77,11 @@ wait_http_in() { # name netns port path [seconds]
   die "$1 did not answer $4 on 127.0.0.1:$3 in $2 within ${5:-60} s"
 }
 
-write_if_changed() { # file < content
+write_if_changed() { # file < content; true when the file changed
   local tmp; tmp=$(mktemp)
   cat >"$tmp"
-  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
+  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; return 1; fi
+  mv "$tmp" "$1"
 }
 
 # Cluster cN's node, in its node namespace: kubelet, containerd and CNI (hack/lab-node.sh),
@@ -95,8 +100,9 @@ node_up() { # cN all-clusters...
   kubectl --kubeconfig "$ATOLL_ENV_DIR/kubeconfig" config view --raw --minify --flatten --context "kwok-$c" >"$ATOLL_ENV_DIR/node-$c.kubeconfig"
 
   "$HACK_DIR/lab-node.sh" up "$c"
-  # Written only when it changes: kube-proxy exits when its configuration file does.
-  write_if_changed "$ATOLL_ENV_DIR/kube-proxy-$c.yaml" <<EOF
+  # Written only when it changes: kube-proxy exits when its configuration file does (stopped
+  # here, so that the one started below reads the new file).
+  write_if_changed "$ATOLL_ENV_DIR/kube-proxy-$c.yaml" <<EOF && proc_stop "kube-proxy-$c"
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: nftables
@@ -115,6 +121,7 @@ conntrack:
   tcpCloseWaitTimeout: 0s
   udpTimeout: 0s
   udpStreamTimeout: 0s
+${LAB_KUBE_PROXY_MIN_SYNC:+nftables: {minSyncPeriod: $LAB_KUBE_PROXY_MIN_SYNC\}}
 EOF
   proc_start "kube-proxy-$c" ip netns exec "$ns" kube-proxy --config "$ATOLL_ENV_DIR/kube-proxy-$c.yaml"
 
@@ -127,24 +134,10 @@ EOF
 # clusterset.local is not in it until Atoll's chart wires it (coredns.wire, `make lab-install`).
 cluster_dns_pods() { # cN
   local c=$1
-  lab_kubectl "$c" apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: coredns, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: "system:coredns"}
-rules:
-- {apiGroups: [""], resources: [endpoints, services, pods, namespaces], verbs: [list, watch]}
-- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "system:coredns"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
-subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
----
+  # The Corefile only when there is none: `up` run again (to change kube-proxy's settings)
+  # leaves Atoll's wiring in place.
+  lab_kubectl "$c" -n kube-system get configmap coredns >/dev/null 2>&1 ||
+    lab_kubectl "$c" apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: coredns, namespace: kube-system}
@@ -163,6 +156,24 @@ data:
         cache 30
         reload 2s
     }
+EOF
+  lab_kubectl "$c" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "system:coredns"}
+rules:
+- {apiGroups: [""], resources: [endpoints, services, pods, namespaces], verbs: [list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "system:coredns"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
+subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
 ---
 apiVersion: apps/v1
 kind: Deployment

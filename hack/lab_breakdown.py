@@ -9,12 +9,23 @@ this host's clock (every process of the lab shares it), when each step became vi
   derived   c1's agent's derived Service (its ClusterIP is the ClusterSetIP), seen by a watch
   slice     c1's agent's MCS EndpointSlice for c2's endpoints, seen by a watch
   import    c1's ServiceImport names the ClusterSetIP, seen by a watch
-  proxy     c1's kube-proxy finished the first rules sync after derived and slice
-            (its metric kubeproxy_sync_proxy_rules_last_timestamp_seconds, polled every 20 ms)
-  connect   the first TCP connection from a pod in c1 to the ClusterSetIP answered (stamped in
-            the pod by /proc/uptime, 10 ms; the loop starts once the import is seen, so when
-            the rules were already there, this is the exec's start-up, not the data plane)
+  proxy     c1's kube-proxy finished the rules sync that let the connection through: its last
+            sync before the pod connected (its metric
+            kubeproxy_sync_proxy_rules_last_timestamp_seconds, polled every 20 ms); the first
+            sync after derived and slice is stamped too (often it ran before kube-proxy had
+            seen both, and the next one waits for minSyncPeriod)
+  atoll_dns c1's atoll dns first answered the name with an address (asked directly from a pod
+            in c1, every 20 ms from the export on)
+  coredns   the pod's own resolver (c1's CoreDNS, forwarding clusterset.local to atoll dns)
+            first answered the name (asked every 20 ms from the export on, as a client waiting
+            for the service would)
+  connect   the first TCP connection from that pod to the address atoll dns gave answered with
+            c2's reply line (tried every 20 ms once atoll dns answered)
 
+The pod's probe is started (kubectl exec) before the export and waits for a line on its stdin,
+so the exec's start-up is not on the path; it stamps by /proc/uptime (10 ms), the same kernel
+clock (CLOCK_BOOTTIME) as this host's, turned into wall time here, and stamps a connection when
+the reply line is read, not when nc exits.
 Watches stamp an event when kubectl prints it (tens of ms after the write at most). Prints each
 service's line and p50 / p99 of every part, then the same as JSON (target/lab/breakdown.json).
 """
@@ -92,6 +103,88 @@ def poll_proxy():
     return p
 
 
+# The pod's side, one service: waits for "go", then, for an export (MODE=mcs), asks atoll dns
+# (directly) and the pod's resolver (CoreDNS) for the name every 20 ms and connects to the
+# address atoll dns gave until c2's reply line is read; for a plain Service of c1 (MODE=local),
+# reads its ClusterIP on the next line and connects to it. Prints "<part> <uptime>" lines, then
+# "done".
+PROBE = r"""
+stamp() { echo "$1 $(cut -d' ' -f1 /proc/uptime)"; }
+echo ready
+read -r _
+stamp go
+deadline=$(( $(cut -d. -f1 /proc/uptime) + 30 ))
+alive() { [ "$(cut -d. -f1 /proc/uptime)" -lt "$deadline" ]; }
+ask() { dig +short +tries=1 +time=1 "$@" "$NAME" A 2>/dev/null | grep -m1 -E '^[0-9.]+$'; }
+connect() { # address, text the reply line holds
+  # A new attempt every 20 ms, each in the background: one whose SYN went out before the rules
+  # existed waits for its retransmission (1 s), and must not hold up the next.
+  got=/tmp/connected.$$.$1
+  rm -f "$got"
+  while alive && [ ! -s "$got" ]; do
+    (nc -w 2 "$1" 80 </dev/null 2>/dev/null |
+     { IFS= read -r line && case "$line" in *"$2"*) cut -d' ' -f1 /proc/uptime >>"$got" ;; esac; }) &
+    sleep 0.02
+  done
+  wait
+  [ -s "$got" ] && echo "connect $(sort -n "$got" | head -1)"
+  rm -f "$got"
+}
+if [ "$MODE" = local ]; then
+  read -r ip
+  connect "$ip" "c1 local"
+else
+  (
+    while alive; do ip=$(ask "@$ATOLL_DNS") && [ -n "$ip" ] && break; sleep 0.02; done
+    [ -n "$ip" ] && stamp atoll_dns && connect "$ip" "$SVC"
+  ) &
+  (
+    while alive; do ip=$(ask) && [ -n "$ip" ] && break; sleep 0.02; done
+    [ -n "$ip" ] && stamp coredns
+  ) &
+  wait
+fi
+echo done
+"""
+
+
+def start_probe(svc, atoll_dns, mode="mcs"):
+    """Starts the pod's probe for svc and returns once it waits for "go" on its stdin."""
+    name = f"{svc}.{NS}.svc.clusterset.local."
+    p = subprocess.Popen(
+        ["ip", "netns", "exec", NETNS, "kubectl", "--kubeconfig", KUBECONFIG,
+         "--context", "kwok-c1", "-n", NS, "exec", "-i", "client", "--", "env",
+         f"MODE={mode}", f"NAME={name}", f"SVC={svc}", f"ATOLL_DNS={atoll_dns}", "sh", "-c", PROBE],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        bufsize=1)
+    line = p.stdout.readline().strip()
+    if line != "ready":
+        raise SystemExit(f"{svc}: the pod's probe did not start (said {line!r})")
+    return p
+
+
+def probe_stamps(p, svc, parts=("go", "atoll_dns", "coredns", "connect")):
+    """The probe's stamps for svc as wall-clock ms (every part must have answered in 30 s)."""
+    offset_ms = now_ms() - time.clock_gettime(time.CLOCK_BOOTTIME) * 1000.0
+    stamps = {}
+    for line in p.stdout:
+        words = line.split()
+        if words == ["done"]:
+            break
+        if len(words) == 2:
+            stamps[words[0]] = float(words[1]) * 1000.0 + offset_ms
+    p.wait()
+    missing = set(parts) - stamps.keys()
+    if missing:
+        raise SystemExit(f"{svc}: no {', '.join(sorted(missing))} from the pod within 30 s")
+    return stamps
+
+
+def programmed_by(t_connect):
+    """kube-proxy's last sync before a connection (the pod's stamp is 10 ms coarse)."""
+    return max((s for s in syncs if s <= t_connect + 10.0), default=None)
+
+
 seen = {}  # (part, service) -> first ms
 
 
@@ -142,64 +235,91 @@ def main():
         poll_proxy(),
     ]
     drain(now_ms() + 2000)  # the watches' initial lists
+    atoll_dns = kubectl("c1", "-n", "atoll-system", "get", "service", "atoll-dns",
+                        "-o", "jsonpath={.spec.clusterIP}").stdout.strip()
     rows = []
+    local_rows = []
     try:
         for i in range(1, N + 1):
             svc = f"svc-{i}"
+            probe = start_probe(svc, atoll_dns)
             t0 = now_ms()
+            probe.stdin.write("go\n")
+            probe.stdin.flush()
             kubectl("c2", "-n", NS, "apply", "-f", "-", input=(
                 "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceExport\n"
                 f"metadata: {{name: {svc}}}\n"))
             t_import = wait_for("import", svc)
-            ip = kubectl("c1", "-n", NS, "get", "serviceimport", svc,
-                         "-o", "jsonpath={.spec.ips[0]}").stdout.strip()
-            # The pod's `date` has no %N: it stamps with /proc/uptime (10 ms), the same kernel
-            # clock (CLOCK_BOOTTIME) as this host's, turned into wall time here.
-            script = ("first=$(cut -d' ' -f1 /proc/uptime); "
-                      f"until nc -N -w 1 {ip} 80 </dev/null 2>/dev/null | grep -q {svc}; do sleep 0.05; done; "
-                      "echo $first $(cut -d' ' -f1 /proc/uptime)")
-            out = kubectl("c1", "-n", NS, "exec", "client", "--", "sh", "-c", script).stdout.split()
-            offset_ms = now_ms() - time.clock_gettime(time.CLOCK_BOOTTIME) * 1000.0
-            t_first_try, t_connect = (float(out[0]) * 1000.0 + offset_ms,
-                                      float(out[1]) * 1000.0 + offset_ms)
+            stamps = probe_stamps(probe, svc)
             t_hub = wait_for("hub", svc)
             t_derived = wait_for("derived", svc)
             t_slice = wait_for("slice", svc)
             ready = max(t_derived, t_slice)
-            t_proxy = next((s for s in sorted(syncs) if s >= ready), None)
+            time.sleep(0.2)  # the poller's latest syncs (every 20 ms, then a pipe)
+            t_first_sync = next((s for s in sorted(syncs) if s >= ready), None)
+            t_proxy = programmed_by(stamps["connect"])
             row = {
                 "service": svc,
                 "publish_ms": t_hub - t0,
                 "import_side_ms": ready - t_hub,
                 "import_ips_ms": t_import - t_hub,
+                "first_sync_ms": (t_first_sync - ready) if t_first_sync else None,
                 "kube_proxy_ms": (t_proxy - ready) if t_proxy else None,
                 "rules_ready_ms": (t_proxy - t0) if t_proxy else None,
                 "import_seen_ms": t_import - t0,
-                "first_try_ms": t_first_try - t0,
-                "connect_ms": t_connect - t0,
+                "probe_start_ms": stamps["go"] - t0,
+                "atoll_dns_ms": stamps["atoll_dns"] - t0,
+                "coredns_ms": stamps["coredns"] - t0,
+                "connect_ms": stamps["connect"] - t0,
             }
             rows.append(row)
             print(f"{svc}: hub {row['publish_ms']:.0f} ms, derived+slice +{row['import_side_ms']:.0f} ms, "
-                  f"kube-proxy +{row['kube_proxy_ms'] or float('nan'):.0f} ms = rules at "
+                  f"kube-proxy's first sync +{row['first_sync_ms'] or float('nan'):.0f} ms, the one that "
+                  f"programmed it +{row['kube_proxy_ms'] or float('nan'):.0f} ms = rules at "
                   f"{row['rules_ready_ms'] or float('nan'):.0f} ms; import seen {row['import_seen_ms']:.0f} ms, "
-                  f"first try in the pod {row['first_try_ms']:.0f} ms, connected {row['connect_ms']:.0f} ms",
+                  f"atoll dns answers {row['atoll_dns_ms']:.0f} ms, CoreDNS {row['coredns_ms']:.0f} ms, "
+                  f"connected {row['connect_ms']:.0f} ms",
                   flush=True)
             time.sleep(1.5)  # one change at a time: the next export finds kube-proxy idle
+        # The same path inside one cluster, for comparison: a plain Service of c1 created over a
+        # running echo pod (label app=local), the pod connecting to its ClusterIP.
+        for i in range(1, N + 1):
+            svc = f"local-{i}"
+            probe = start_probe(svc, atoll_dns, mode="local")
+            t0 = now_ms()
+            probe.stdin.write("go\n")
+            probe.stdin.flush()
+            ip = kubectl("c1", "-n", NS, "create", "-f", "-", "-o", "jsonpath={.spec.clusterIP}", input=(
+                "apiVersion: v1\nkind: Service\n"
+                f"metadata: {{name: {svc}}}\n"
+                "spec: {selector: {app: local}, ports: [{port: 80, targetPort: 8080}]}\n")).stdout.strip()
+            probe.stdin.write(ip + "\n")
+            probe.stdin.flush()
+            stamps = probe_stamps(probe, svc, parts=("go", "connect"))
+            time.sleep(0.2)
+            t_proxy = programmed_by(stamps["connect"])
+            local_rows.append({"service": svc,
+                               "plain_rules_ready_ms": (t_proxy - t0) if t_proxy else None,
+                               "plain_connect_ms": stamps["connect"] - t0})
+            print(f"{svc} (a plain Service of c1): kube-proxy's rules at "
+                  f"{(t_proxy - t0) if t_proxy else float('nan'):.0f} ms, "
+                  f"connected {stamps['connect'] - t0:.0f} ms", flush=True)
+            time.sleep(1.5)
     finally:
         for p in procs:
             p.kill()
     summary = {}
-    for key in rows[0]:
+    for key in [*rows[0], *local_rows[0]]:
         if key == "service":
             continue
-        values = [r[key] for r in rows if r[key] is not None]
+        values = [r[key] for r in rows + local_rows if r.get(key) is not None]
         if values:
             summary[key] = {"p50": round(pct(values, 50)), "p99": round(pct(values, 99)), "n": len(values)}
     print()
     for key, v in summary.items():
         print(f"{key}: p50 {v['p50']} ms, p99 {v['p99']} ms (n={v['n']})")
     with open(OUT, "w") as f:
-        json.dump({"rows": rows, "summary": summary}, f, indent=1)
+        json.dump({"rows": rows, "plain_service_rows": local_rows, "summary": summary}, f, indent=1)
 
 
 main()

@@ -8,7 +8,9 @@
 //! # BEGIN atoll: clusterset.local -> atoll dns (managed by Atoll; `atoll coredns unwire` removes it)
 //! clusterset.local {
 //!     errors
-//!     cache 5
+//!     cache 5 {
+//!         denial 9984 1
+//!     }
 //!     forward . 10.96.0.53:53
 //! }
 //! # END atoll
@@ -24,6 +26,15 @@ pub const BEGIN_MARKER: &str = "# BEGIN atoll";
 /// Last line of Atoll's block.
 pub const END_MARKER: &str = "# END atoll";
 
+/// Longest time CoreDNS caches "no such name" from `atoll dns`. A client that asks before the
+/// service is imported (one waiting for it) gets the answer at most this long after `atoll dns`
+/// has it; with CoreDNS's own floor for denials (5 s) it would wait up to 5 s. `denial CAPACITY
+/// TTL` is understood by every CoreDNS that Kubernetes has shipped.
+pub const DENIAL_CACHE_SECONDS: u32 = 1;
+/// CoreDNS's default capacity of the denial cache (256 shards of 39), written out because the
+/// `denial` line needs one before its TTL.
+const DENIAL_CACHE_CAPACITY: u32 = 9984;
+
 /// What to wire.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Wiring {
@@ -31,7 +42,8 @@ pub struct Wiring {
     pub zone: String,
     /// Where `atoll dns` answers: `host:port` entries for CoreDNS's `forward`.
     pub targets: Vec<String>,
-    /// Seconds CoreDNS caches answers (0: no `cache` line).
+    /// Seconds CoreDNS caches answers (0: no `cache` line); "no such name" at most
+    /// [`DENIAL_CACHE_SECONDS`].
     pub cache_seconds: u32,
     /// Addresses the server block binds to (none: CoreDNS's default, every address).
     pub bind: Vec<String>,
@@ -67,8 +79,14 @@ impl Wiring {
             out.push_str(&format!("    bind {}\n", self.bind.join(" ")));
         }
         out.push_str("    errors\n");
-        if self.cache_seconds > 0 {
-            out.push_str(&format!("    cache {}\n", self.cache_seconds));
+        match self.cache_seconds {
+            0 => {}
+            seconds if seconds <= DENIAL_CACHE_SECONDS => {
+                out.push_str(&format!("    cache {seconds}\n"));
+            }
+            seconds => out.push_str(&format!(
+                "    cache {seconds} {{\n        denial {DENIAL_CACHE_CAPACITY} {DENIAL_CACHE_SECONDS}\n    }}\n"
+            )),
         }
         out.push_str(&format!(
             "    forward . {}\n}}\n{END_MARKER}\n",

@@ -26,7 +26,7 @@ fn wiring_appends_the_block_and_keeps_the_rest() {
     assert!(text.starts_with(KUBEADM), "the user's part is untouched");
     assert_eq!(
         &text[KUBEADM.len()..],
-        "# BEGIN atoll: clusterset.local -> atoll dns (managed by Atoll; `atoll coredns unwire` removes it)\nclusterset.local {\n    errors\n    cache 5\n    forward . 10.96.0.53:53\n}\n# END atoll\n"
+        "# BEGIN atoll: clusterset.local -> atoll dns (managed by Atoll; `atoll coredns unwire` removes it)\nclusterset.local {\n    errors\n    cache 5 {\n        denial 9984 1\n    }\n    forward . 10.96.0.53:53\n}\n# END atoll\n"
     );
     assert_eq!(
         wired(&text).unwrap(),
@@ -183,4 +183,36 @@ proptest! {
         prop_assert_eq!(unwire(&once).unwrap(), Edit::Changed(text.clone()));
         prop_assert_eq!(wired(&once).unwrap(), Some(w.targets.clone()));
     }
+}
+
+#[test]
+fn the_cache_holds_no_such_name_for_at_most_a_second() {
+    let block = |cache_seconds| {
+        Wiring {
+            cache_seconds,
+            ..wiring("10.96.0.53:53")
+        }
+        .block()
+    };
+    assert!(block(5).contains("    cache 5 {\n        denial 9984 1\n    }\n"));
+    assert!(block(30).contains("    cache 30 {\n        denial 9984 1\n    }\n"));
+    // A cache of a second or less caps denials by itself: no sub-block.
+    assert!(block(1).contains("    cache 1\n    forward"));
+    assert!(!block(0).contains("cache"));
+}
+
+#[test]
+fn wiring_replaces_a_block_written_before_denials_were_capped() {
+    let before = format!(
+        "{KUBEADM}# BEGIN atoll: clusterset.local -> atoll dns (managed by Atoll; `atoll coredns unwire` removes it)\nclusterset.local {{\n    errors\n    cache 5\n    forward . 10.96.0.53:53\n}}\n# END atoll\n"
+    );
+    let after = changed(wire(&before, &wiring("10.96.0.53:53")).unwrap());
+    assert_eq!(
+        after,
+        changed(wire(KUBEADM, &wiring("10.96.0.53:53")).unwrap())
+    );
+    assert_eq!(
+        wire(&after, &wiring("10.96.0.53:53")).unwrap(),
+        Edit::Unchanged
+    );
 }

@@ -79,7 +79,8 @@ pub struct BlockArgs {
     /// The zone: a DNS name, not the root.
     #[arg(long, default_value = "clusterset.local", value_parser = corefile_input::zone)]
     pub zone: String,
-    /// Seconds CoreDNS caches answers (0: no cache; Atoll's TTL is 5 s).
+    /// Seconds CoreDNS caches answers (0: no cache; Atoll's TTL is 5 s); "no such name" at
+    /// most 1 s whatever this is.
     #[arg(long, default_value_t = 5)]
     pub cache_seconds: u32,
     /// IP addresses the block binds to (default: CoreDNS's, every address).
