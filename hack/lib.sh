@@ -140,7 +140,8 @@ record_env_starts() { # cluster
 # by pid and start time, never by name.
 PROCS_DIR=$ATOLL_ENV_DIR/procs
 
-proc_pid() { tr -dc 0-9 <"$PROCS_DIR/$1.pid" 2>/dev/null; }
+# Empty (and true) when there is no pid file: proc_stop of a process never started is a no-op.
+proc_pid() { { tr -dc 0-9 <"$PROCS_DIR/$1.pid"; } 2>/dev/null || true; }
 proc_running() { [ -f "$PROCS_DIR/$1.pid" ] && pid_is "$(proc_pid "$1")" "$(cat "$PROCS_DIR/$1.start" 2>/dev/null)"; }
 
 proc_start() { # name command...
