@@ -163,6 +163,12 @@ def start_probe(svc, atoll_dns, mode="mcs"):
     return p
 
 
+def tell(probe, line):
+    """Sends the probe one line (it waits for "go", then, for a plain Service, its ClusterIP)."""
+    probe.stdin.write(line + "\n")
+    probe.stdin.flush()
+
+
 def probe_stamps(p, svc, parts=("go", "atoll_dns", "coredns", "connect")):
     """The probe's stamps for svc as wall-clock ms (every part must have answered in 30 s)."""
     offset_ms = now_ms() - time.clock_gettime(time.CLOCK_BOOTTIME) * 1000.0
@@ -244,8 +250,7 @@ def main():
             svc = f"svc-{i}"
             probe = start_probe(svc, atoll_dns)
             t0 = now_ms()
-            probe.stdin.write("go\n")
-            probe.stdin.flush()
+            tell(probe, "go")
             kubectl("c2", "-n", NS, "apply", "-f", "-", input=(
                 "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ServiceExport\n"
                 f"metadata: {{name: {svc}}}\n"))
@@ -287,14 +292,12 @@ def main():
             svc = f"local-{i}"
             probe = start_probe(svc, atoll_dns, mode="local")
             t0 = now_ms()
-            probe.stdin.write("go\n")
-            probe.stdin.flush()
+            tell(probe, "go")
             ip = kubectl("c1", "-n", NS, "create", "-f", "-", "-o", "jsonpath={.spec.clusterIP}", input=(
                 "apiVersion: v1\nkind: Service\n"
                 f"metadata: {{name: {svc}}}\n"
                 "spec: {selector: {app: local}, ports: [{port: 80, targetPort: 8080}]}\n")).stdout.strip()
-            probe.stdin.write(ip + "\n")
-            probe.stdin.flush()
+            tell(probe, ip)
             stamps = probe_stamps(probe, svc, parts=("go", "connect"))
             time.sleep(0.2)
             t_proxy = programmed_by(stamps["connect"])
