@@ -116,10 +116,26 @@ async fn withdraw_and_restore(
             },
         )
         .await?;
+        // The writer applies the import's status after the slice deletions, so it may follow
+        // them by a moment; it must follow.
+        wait_for(
+            &format!("`both` lists only c3 in {}", member.context),
+            Duration::from_secs(10),
+            || async {
+                let status = import(member, ns, "both").await?.and_then(|i| i.status);
+                let clusters: Vec<String> = status
+                    .map(|s| s.clusters.into_iter().map(|c| c.cluster).collect())
+                    .unwrap_or_default();
+                Ok(if clusters == ["c3"] {
+                    Ok(())
+                } else {
+                    Err("c2 still listed")
+                })
+            },
+        )
+        .await?;
         let import = import(member, ns, "both").await?.unwrap_or_default();
         let status = import.status.unwrap_or_default();
-        let clusters: Vec<&str> = status.clusters.iter().map(|c| c.cluster.as_str()).collect();
-        assert_eq!(clusters, ["c3"]);
         let condition = status
             .conditions
             .iter()
