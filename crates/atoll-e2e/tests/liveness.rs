@@ -118,24 +118,23 @@ async fn withdraw_and_restore(
         .await?;
         // The writer applies the import's status after the slice deletions, so it may follow
         // them by a moment; it must follow.
-        wait_for(
+        let status = wait_for(
             &format!("`both` lists only c3 in {}", member.context),
             Duration::from_secs(10),
             || async {
-                let status = import(member, ns, "both").await?.and_then(|i| i.status);
-                let clusters: Vec<String> = status
-                    .map(|s| s.clusters.into_iter().map(|c| c.cluster).collect())
+                let status = import(member, ns, "both")
+                    .await?
+                    .and_then(|i| i.status)
                     .unwrap_or_default();
-                Ok(if clusters == ["c3"] {
-                    Ok(())
+                let only_c3 = status.clusters.len() == 1 && status.clusters[0].cluster == "c3";
+                Ok(if only_c3 {
+                    Ok(status)
                 } else {
                     Err("c2 still listed")
                 })
             },
         )
         .await?;
-        let import = import(member, ns, "both").await?.unwrap_or_default();
-        let status = import.status.unwrap_or_default();
         let condition = status
             .conditions
             .iter()
