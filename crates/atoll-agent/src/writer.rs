@@ -17,14 +17,16 @@ use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::keys::of_copy;
 use atoll_core::keys::of_record;
 use atoll_core::liveness::{copy_claim_name, record_claim_name};
-use atoll_core::plan::{ExportStatus, ImportApply, ImportStatus, Plan, ProfileStatus, Refusal};
+use atoll_core::plan::{
+    ExportStatus, ImportApply, ImportStatus, Plan, ProfileStatus, Refusal, SliceCollection,
+};
 use atoll_core::reconciler::{Answer, HubWriteResult, Outcome, Step};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -312,6 +314,36 @@ async fn delete_each<K: Namespaced>(
     .await
 }
 
+/// Deletes every MCS slice Atoll holds for one source cluster in one namespace, in one request
+/// (`deletecollection` by label; the errors name the selector where a name would be).
+async fn delete_collection(
+    client: &Client,
+    collection: &SliceCollection,
+    context: &Context,
+) -> Result<(), WriteError> {
+    let selector = collection.selector();
+    let key = ObjectKey::new(&collection.namespace, &selector);
+    tracing::info!(
+        namespace = %collection.namespace,
+        source_cluster = %collection.source_cluster,
+        slices = collection.slices,
+        "deleting every MCS EndpointSlice of a source cluster in the namespace at once"
+    );
+    write(
+        client,
+        &key,
+        "deletecollection",
+        context,
+        |api: Api<EndpointSlice>| async move {
+            let params = ListParams::default().labels(&selector);
+            api.delete_collection(&DeleteParams::background(), &params)
+                .await
+                .map(|_| ())
+        },
+    )
+    .await
+}
+
 /// Where the writer keeps what is not in a plan: this member's heartbeat Lease on the hub and
 /// its kept liveness decisions.
 #[derive(Clone, Debug)]
@@ -557,13 +589,16 @@ async fn member_writes(
     // statuses only after it, so that a withdrawal's slice deletions do not queue behind as many
     // status rewrites on a busy apiserver (at 250 clusters they doubled the time until the dead
     // cluster's endpoints were gone).
-    let (derived, imports, slices, stale_imports, stale_derived, stale_slices) = futures::join!(
+    let (derived, imports, slices, stale_imports, stale_derived, stale_slices, collections) = futures::join!(
         apply_each::<Service>(member, &writes.apply_derived, context),
         apply_imports(member, &writes.apply_imports, context),
         apply_each::<EndpointSlice>(member, &writes.apply_slices, context),
         delete_each::<ServiceImport>(member, &writes.delete_imports, context),
         delete_each::<Service>(member, &writes.delete_derived, context),
         delete_each::<EndpointSlice>(member, &writes.delete_slices, context),
+        each(&writes.delete_slice_collections, |c| async move {
+            delete_collection(member, c, context).await.err()
+        }),
     );
     let failed_imports: std::collections::BTreeSet<ObjectKey> =
         imports.iter().map(|e| e.key.clone()).collect();
@@ -588,7 +623,8 @@ async fn member_writes(
         .chain(&statuses)
         .chain(&stale_imports)
         .chain(&stale_derived)
-        .chain(&stale_slices);
+        .chain(&stale_slices)
+        .chain(&collections);
     (
         failures,
         derived.len() + report_all(&context.metrics, others),

@@ -279,6 +279,16 @@ const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &[
     "get", "list", "watch", "create", "update", "patch", "delete",
 ];
+const SLICES: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
 
 /// Everything `atoll join` makes on the hub for member `id`.
 #[derive(Clone, Debug)]
@@ -512,7 +522,9 @@ pub fn member_objects(id: &ClusterId, clusterset: &str, kubeconfig: &str) -> Mem
                 rule(&[mcs], &["serviceimports"], WRITE),
                 rule(&[mcs], &["serviceimports/status"], &["patch", "update"]),
                 rule(&[""], &["services"], WRITE),
-                rule(&["discovery.k8s.io"], &["endpointslices"], WRITE),
+                // `deletecollection`: a withdrawn cluster's slices go in one request per
+                // namespace (`crate::plan::collect_slice_deletions`).
+                rule(&["discovery.k8s.io"], &["endpointslices"], SLICES),
                 rule(&[""], &["namespaces"], READ),
                 rule(&[atoll_api::about::GROUP], &["clusterproperties"], READ),
                 // Its Service CIDRs: other members' endpoints there are refused.

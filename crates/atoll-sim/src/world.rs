@@ -608,19 +608,32 @@ impl World {
         for (kind, key) in deletions {
             match self.write(m, r, false) {
                 Ok(()) => {
-                    let (service, source) = self.deleted(&name, kind, key).unwrap_or_default();
-                    let now = self.now();
-                    let source = (kind == "EndpointSlice").then_some(source.as_str());
-                    self.checks.deleted(
-                        &name,
-                        kind,
-                        &key.name,
-                        Some(service.as_str()).filter(|s| !s.is_empty()),
-                        source,
-                        now,
-                        &self.members,
-                    );
-                    self.checks.wrote(&name, WriteKind::Member, now);
+                    self.delete_checked(&name, kind, key);
+                    self.checks.wrote(&name, WriteKind::Member, self.now());
+                }
+                Err(_) => outcome.errors += 1,
+            }
+        }
+        // One write each, deleting what its label selector matches, as the apiserver does.
+        for collection in &w.delete_slice_collections {
+            match self.write(m, r, false) {
+                Ok(()) => {
+                    let keys = self
+                        .apis
+                        .members
+                        .get(&name)
+                        .map_or_else(Vec::new, |member| {
+                            member
+                                .slices
+                                .all()
+                                .filter(|s| in_collection(collection, &s.metadata))
+                                .map(|s| ObjectKey::of(&s.metadata))
+                                .collect()
+                        });
+                    for key in &keys {
+                        self.delete_checked(&name, "EndpointSlice", key);
+                    }
+                    self.checks.wrote(&name, WriteKind::Member, self.now());
                 }
                 Err(_) => outcome.errors += 1,
             }
@@ -691,6 +704,21 @@ impl World {
 
     /// Deletes a member object; returns the service it belonged to and, for an MCS slice, its
     /// source cluster.
+    /// Deletes `key` of `kind` from `member`'s apiserver and tells the invariant checks.
+    fn delete_checked(&mut self, member: &str, kind: &str, key: &ObjectKey) {
+        let (service, source) = self.deleted(member, kind, key).unwrap_or_default();
+        let source = (kind == "EndpointSlice").then_some(source.as_str());
+        self.checks.deleted(
+            member,
+            kind,
+            &key.name,
+            Some(service.as_str()).filter(|s| !s.is_empty()),
+            source,
+            self.now(),
+            &self.members,
+        );
+    }
+
     fn deleted(&mut self, member: &str, kind: &str, key: &ObjectKey) -> Option<(String, String)> {
         let m = self.apis.members.get_mut(member)?;
         let label = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, l: &str| {
@@ -837,4 +865,21 @@ fn hub_result(name: String, apply: bool, written: Result<(), u16>) -> HubWriteRe
         apply,
         answer: written.map_or_else(Answer::of_status, |()| Answer::Done),
     }
+}
+
+/// Whether a `deletecollection` of `collection` matches an EndpointSlice with `meta`.
+fn in_collection(
+    collection: &atoll_core::plan::SliceCollection,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    let label = |key: &str| {
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .map(String::as_str)
+    };
+    meta.namespace.as_deref() == Some(collection.namespace.as_str())
+        && label(atoll_api::labels::ENDPOINTSLICE_MANAGED_BY)
+            == Some(atoll_api::labels::ATOLL_ENDPOINTSLICE_MANAGER)
+        && label(atoll_api::labels::SOURCE_CLUSTER) == Some(collection.source_cluster.as_str())
 }

@@ -9,6 +9,7 @@
 //! the hub is observed holding its record. A refused write is remembered in [`Feedback`] and
 //! reported in the next plan's conditions instead.
 
+mod collections;
 mod export_side;
 mod import_side;
 mod input;
@@ -20,10 +21,11 @@ mod selected;
 #[cfg(test)]
 mod tests;
 
+pub use collections::{COLLECT_AT_LEAST, collect_slice_deletions};
 pub use input::{Feedback, Member, Observed, Refusal, Sources};
 pub use output::{
     ExportStatus, HubWrites, ImportApply, ImportStatus, MemberWrites, Plan, ProfileStatus,
-    Published,
+    Published, SliceCollection,
 };
 pub use pinned::pinned_services;
 pub use report::{HubKind, Rejected, Report};

@@ -68,6 +68,33 @@ pub struct MemberWrites {
     pub withdrawn_imports: Vec<(ObjectKey, Announcement)>,
     pub delete_derived: Vec<ObjectKey>,
     pub delete_slices: Vec<ObjectKey>,
+    /// Every MCS slice of one source cluster in one namespace, deleted at once (see
+    /// `collect_slice_deletions`).
+    pub delete_slice_collections: Vec<SliceCollection>,
+}
+
+/// Every MCS EndpointSlice Atoll holds in `namespace` for `source_cluster`: deleted with one
+/// `deletecollection` selecting Atoll's `endpointslice.kubernetes.io/managed-by` and the
+/// `multicluster.kubernetes.io/source-cluster` label.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceCollection {
+    pub namespace: String,
+    pub source_cluster: String,
+    /// How many slices the member held there when the pass was planned (for the log).
+    pub slices: usize,
+}
+
+impl SliceCollection {
+    /// The label selector of the collection.
+    pub fn selector(&self) -> String {
+        format!(
+            "{}={},{}={}",
+            atoll_api::labels::ENDPOINTSLICE_MANAGED_BY,
+            atoll_api::labels::ATOLL_ENDPOINTSLICE_MANAGER,
+            atoll_api::labels::SOURCE_CLUSTER,
+            self.source_cluster
+        )
+    }
 }
 
 /// New conditions for one ServiceExport, and the Events announcing the change.
@@ -121,6 +148,7 @@ impl Plan {
             + m.delete_imports.len()
             + m.delete_derived.len()
             + m.delete_slices.len()
+            + m.delete_slice_collections.len()
             + self.export_statuses.len()
             + usize::from(self.profile.is_some())
     }

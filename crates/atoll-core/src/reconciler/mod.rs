@@ -35,7 +35,9 @@ use crate::dirty::{Batch, DirtyQueue, Retries};
 use crate::liveness::{
     self, Heartbeat, Liveness, Persisted, Tracker, copy_claim_name, record_claim_name,
 };
-use crate::plan::{Feedback, Member, Observed, Plan, Rejected, Report, Sources, plan};
+use crate::plan::{
+    Feedback, Member, Observed, Plan, Rejected, Report, Sources, collect_slice_deletions, plan,
+};
 
 /// How the reconciler runs.
 #[derive(Clone, Debug)]
@@ -330,19 +332,15 @@ impl Reconciler {
         // The tracker grouped the hub's objects by cluster: ours are a few, not the fleet's.
         let own_names = own_names(&view.own.0, &view.own.1);
         let own_lease = own_lease(self.config.member.id.as_str(), leases);
-        let (input, services) = match &scope {
-            None => {
-                let count = observed.service_keys().len();
-                (observed, count)
-            }
-            Some(keys) => (observed.restrict(keys), keys.len()),
-        };
-        let planned = plan(
-            &self.config.member,
-            &input,
-            &self.books.feedback,
-            &tick.wall,
-        );
+        let restricted = scope.as_ref().map(|keys| observed.restrict(keys));
+        let input = restricted.as_ref().unwrap_or(&observed);
+        let services = scope
+            .as_ref()
+            .map_or_else(|| observed.service_keys().len(), BTreeSet::len);
+        let mut planned = plan(&self.config.member, input, &self.books.feedback, &tick.wall);
+        // From every slice held, not the scope's: a collection must match only what is deleted.
+        collect_slice_deletions(&mut planned.member, &observed.mcs_slices);
+        let liveness = restricted.map_or(observed.liveness, |r| r.liveness);
         self.books.absorb_plan(scope.as_ref(), &planned);
         if scope.is_none() {
             self.last_full = Some(now);
@@ -358,7 +356,7 @@ impl Reconciler {
             over: capped.over,
             renewal: None,
             keep: None,
-            liveness: input.liveness,
+            liveness,
             news,
         };
         if tick.leading {

@@ -303,3 +303,93 @@ fn a_change_of_the_members_node_addresses_covers_every_service() {
     let step = r.step(&tick(start, 4, false), with_nodes(&[]), &[]);
     assert!(step.scope.is_none(), "an address gone: every service");
 }
+
+/// An MCS slice Atoll wrote in "demo" for `service` from `source`.
+fn mcs_slice(service: &str, source: &str) -> Arc<atoll_api::mcs_slice::McsSlice> {
+    use atoll_api::labels;
+    let slice = k8s_openapi::api::discovery::v1::EndpointSlice {
+        metadata: ObjectMeta {
+            namespace: Some("demo".into()),
+            name: Some(format!("{service}-{source}-ipv4")),
+            labels: Some(BTreeMap::from([
+                (
+                    labels::ENDPOINTSLICE_MANAGED_BY.into(),
+                    labels::ATOLL_ENDPOINTSLICE_MANAGER.into(),
+                ),
+                (labels::SERVICE_NAME.into(), service.into()),
+                (labels::SOURCE_CLUSTER.into(), source.into()),
+            ])),
+            ..Default::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: Vec::new(),
+        ports: None,
+    };
+    Arc::new((&slice).into())
+}
+
+#[test]
+fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
+    // c2 and c3 export s0..s9 (with no endpoints on the hub: no slice is wanted, every one held
+    // goes); c2 then stops exporting them: a step over those ten services deletes c2's and
+    // c3's ten slices of theirs. A slice of c2 for "outside" (a service this step does
+    // not look at) holds the same labels, so a collection would take it too. Planning the
+    // collection from the scope's slices (a mutation of `step`) fails this test.
+    let start = Instant::now();
+    let names: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
+    let world = |c2_exports_them: bool, outside: bool| {
+        let mut slices: Vec<_> = names
+            .iter()
+            .flat_map(|n| [mcs_slice(n, "c2"), mcs_slice(n, "c3")])
+            .collect();
+        if outside {
+            slices.push(mcs_slice("outside", "c2"));
+        }
+        let mut records: Vec<_> = names.iter().map(|n| record("c3", n)).collect();
+        if c2_exports_them {
+            records.extend(names.iter().map(|n| record("c2", n)));
+        }
+        Observed {
+            mcs_slices: slices,
+            ..observed(records)
+        }
+    };
+    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    let step = r.step(&tick(start, 0, false), world(true, true), &[]);
+    assert!(step.scope.is_none(), "the first step covers everything");
+    let step = r.step(&tick(start, 1, false), world(false, true), &[]);
+    let scope = step.scope.clone().unwrap_or_default();
+    let expected: BTreeSet<ServiceKey> = names.iter().map(|n| ServiceKey::new("demo", n)).collect();
+    assert_eq!(scope, expected);
+    let collection = |source: &str| crate::plan::SliceCollection {
+        namespace: "demo".into(),
+        source_cluster: source.into(),
+        slices: 10,
+    };
+    let member = &step.plan.member;
+    assert_eq!(
+        member.delete_slice_collections,
+        [collection("c3")],
+        "{member:#?}"
+    );
+    let named: BTreeSet<String> = member
+        .delete_slices
+        .iter()
+        .map(|k| k.name.clone())
+        .collect();
+    let c2s: BTreeSet<String> = names.iter().map(|n| format!("{n}-c2-ipv4")).collect();
+    assert_eq!(named, c2s);
+
+    // Without that slice, the same step's deletions are every c2 slice in "demo" too: one
+    // collection each.
+    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    r.step(&tick(start, 0, false), world(true, false), &[]);
+    let step = r.step(&tick(start, 1, false), world(false, false), &[]);
+    let member = &step.plan.member;
+    assert_eq!(
+        member.delete_slice_collections,
+        [collection("c2"), collection("c3")],
+        "{member:#?}"
+    );
+    assert_eq!(member.delete_slices, []);
+}

@@ -1,0 +1,112 @@
+//! One request instead of hundreds: when a pass deletes every MCS EndpointSlice Atoll holds in
+//! one namespace for one source cluster (a withdrawn cluster's, or one that stopped exporting
+//! there), the deletions become one `deletecollection` by label. At 250 clusters a withdrawal
+//! is one slice per service; sent one by one they kept the dead cluster's endpoints in the
+//! importer for seconds past the grace, on a busy apiserver.
+//!
+//! The decision is made from every MCS slice the member holds, not from a pass's scope: a
+//! collection is sent only when each slice the label selector matches is one the plan deletes
+//! anyway, and no slice of that cluster in that namespace is written in the same pass. So it
+//! deletes exactly what the plan's named deletions would (and a slice of that cluster written
+//! by an earlier pass and not observed yet, which no plan would keep).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use atoll_api::labels;
+use atoll_api::mcs_slice::McsSlice;
+
+use super::output::{MemberWrites, SliceCollection};
+
+/// Fewer deletions than this in one namespace for one cluster stay named deletes: they are
+/// cheap, and a named delete says exactly which object went.
+pub const COLLECT_AT_LEAST: usize = 8;
+
+/// `(namespace, source cluster)`.
+type Group<'a> = (&'a str, &'a str);
+
+/// Turns the named slice deletions of `writes` into [`SliceCollection`]s where that deletes the
+/// same objects. `held` is every MCS slice the member holds (Atoll's: the agent watches only
+/// slices with Atoll's `endpointslice.kubernetes.io/managed-by`), whatever the pass's scope.
+pub fn collect_slice_deletions(writes: &mut MemberWrites, held: &[Arc<McsSlice>]) {
+    if writes.delete_slices.len() < COLLECT_AT_LEAST {
+        return;
+    }
+    let deleting: HashSet<(&str, &str)> = writes
+        .delete_slices
+        .iter()
+        .map(|k| (k.namespace.as_str(), k.name.as_str()))
+        .collect();
+    let written: BTreeSet<Group> = writes
+        .apply_slices
+        .iter()
+        .filter_map(|s| {
+            let source = s.metadata.labels.as_ref()?.get(labels::SOURCE_CLUSTER)?;
+            Some((s.metadata.namespace.as_deref()?, source.as_str()))
+        })
+        .collect();
+    // Per group: slices held, and how many of them the plan deletes.
+    let mut counts: BTreeMap<Group, (usize, usize)> = BTreeMap::new();
+    let mut group_of: HashMap<(&str, &str), Group> = HashMap::new();
+    for slice in held {
+        let Some(source) = slice.label(labels::SOURCE_CLUSTER) else {
+            continue;
+        };
+        let group = (&*slice.namespace, source);
+        let count = counts.entry(group).or_default();
+        count.0 += 1;
+        if deleting.contains(&(&*slice.namespace, &*slice.name)) {
+            count.1 += 1;
+            group_of.insert((&*slice.namespace, &*slice.name), group);
+        }
+    }
+    let collected: BTreeSet<Group> = counts
+        .into_iter()
+        .filter(|(group, (held, deleted))| {
+            held == deleted
+                && *deleted >= COLLECT_AT_LEAST
+                && !written.contains(group)
+                && selectable(group.1)
+        })
+        .map(|(group, _)| group)
+        .collect();
+    if collected.is_empty() {
+        return;
+    }
+    let mut sizes: BTreeMap<Group, usize> = BTreeMap::new();
+    let mut named = Vec::with_capacity(writes.delete_slices.len());
+    for key in &writes.delete_slices {
+        match group_of.get(&(key.namespace.as_str(), key.name.as_str())) {
+            Some(group) if collected.contains(group) => *sizes.entry(*group).or_default() += 1,
+            _ => named.push(key.clone()),
+        }
+    }
+    writes
+        .delete_slice_collections
+        .extend(
+            sizes
+                .into_iter()
+                .map(|((namespace, cluster), slices)| SliceCollection {
+                    namespace: namespace.to_owned(),
+                    source_cluster: cluster.to_owned(),
+                    slices,
+                }),
+        );
+    writes.delete_slices = named;
+}
+
+/// Whether `value` can stand in a label selector as it is (a valid label value; cluster ids
+/// are, but a slice's label is only as good as whoever wrote it).
+fn selectable(value: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    !value.is_empty()
+        && value.len() <= 63
+        && value.starts_with(alnum)
+        && value.ends_with(alnum)
+        && value
+            .chars()
+            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,193 @@
+//! The collections a pass's slice deletions become, asserted exactly; and, on random holdings,
+//! that the collections and the named deletions left delete exactly the slices the plan
+//! deleted by name (breaking any condition of `collect_slice_deletions`, say dropping the
+//! "every held slice is deleted" check, makes `never_more_nor_less_than_the_named_deletions`
+//! fail).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use atoll_api::keys::ObjectKey;
+use atoll_api::labels;
+use atoll_api::mcs_slice::McsSlice;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use proptest::prelude::*;
+
+use super::*;
+
+fn slice(namespace: &str, name: &str, source: Option<&str>) -> EndpointSlice {
+    let mut labels = BTreeMap::from([
+        (
+            labels::ENDPOINTSLICE_MANAGED_BY.to_owned(),
+            labels::ATOLL_ENDPOINTSLICE_MANAGER.to_owned(),
+        ),
+        (labels::SERVICE_NAME.to_owned(), name.to_owned()),
+    ]);
+    if let Some(source) = source {
+        labels.insert(labels::SOURCE_CLUSTER.to_owned(), source.to_owned());
+    }
+    EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        address_type: "IPv4".to_owned(),
+        endpoints: Vec::new(),
+        ports: None,
+    }
+}
+
+/// `count` slices of `source` in `namespace`, named `<source>-<prefix><i>`.
+fn slices(namespace: &str, source: &str, prefix: &str, count: usize) -> Vec<EndpointSlice> {
+    (0..count)
+        .map(|i| slice(namespace, &format!("{source}-{prefix}{i}"), Some(source)))
+        .collect()
+}
+
+fn held(slices: &[EndpointSlice]) -> Vec<Arc<McsSlice>> {
+    slices.iter().map(|s| Arc::new(McsSlice::from(s))).collect()
+}
+
+fn deleting(slices: &[EndpointSlice]) -> MemberWrites {
+    MemberWrites {
+        delete_slices: slices.iter().map(|s| ObjectKey::of(&s.metadata)).collect(),
+        ..Default::default()
+    }
+}
+
+fn collection(namespace: &str, source: &str, slices: usize) -> SliceCollection {
+    SliceCollection {
+        namespace: namespace.to_owned(),
+        source_cluster: source.to_owned(),
+        slices,
+    }
+}
+
+#[test]
+fn a_cluster_whose_every_slice_goes_is_deleted_in_one_request_per_namespace() {
+    let c2_a = slices("a", "c2", "", 10);
+    let c2_b = slices("b", "c2", "", 9);
+    let c3_a = slices("a", "c3", "", 12);
+    let all: Vec<_> = [c2_a.clone(), c2_b.clone(), c3_a].concat();
+    let mut writes = deleting(&[c2_a, c2_b].concat());
+    collect_slice_deletions(&mut writes, &held(&all));
+    assert_eq!(
+        writes.delete_slice_collections,
+        [collection("a", "c2", 10), collection("b", "c2", 9)]
+    );
+    assert_eq!(writes.delete_slices, []);
+}
+
+#[test]
+fn a_cluster_that_keeps_one_slice_in_a_namespace_is_deleted_by_name_there() {
+    let going = slices("a", "c2", "", 10);
+    let staying = slice("a", "c2-stays", Some("c2"));
+    let elsewhere = slices("b", "c2", "", 8);
+    let all: Vec<_> = [going.clone(), vec![staying], elsewhere.clone()].concat();
+    let mut writes = deleting(&[going.clone(), elsewhere].concat());
+    collect_slice_deletions(&mut writes, &held(&all));
+    assert_eq!(writes.delete_slice_collections, [collection("b", "c2", 8)]);
+    let named: Vec<ObjectKey> = going.iter().map(|s| ObjectKey::of(&s.metadata)).collect();
+    assert_eq!(writes.delete_slices, named);
+}
+
+#[test]
+fn a_cluster_with_a_slice_written_in_the_same_pass_is_deleted_by_name() {
+    // A renamed slice: the old ones go, a new one of the same cluster comes. A collection
+    // sent beside the write could delete the new slice.
+    let going = slices("a", "c2", "", 10);
+    let mut writes = deleting(&going);
+    writes.apply_slices = vec![slice("a", "c2-new", Some("c2"))];
+    collect_slice_deletions(&mut writes, &held(&going));
+    assert_eq!(writes.delete_slice_collections, []);
+    assert_eq!(writes.delete_slices.len(), 10);
+}
+
+#[test]
+fn a_few_deletions_stay_named() {
+    let going = slices("a", "c2", "", COLLECT_AT_LEAST - 1);
+    let mut writes = deleting(&going);
+    let before = writes.clone();
+    collect_slice_deletions(&mut writes, &held(&going));
+    assert_eq!(writes, before);
+}
+
+#[test]
+fn slices_without_a_selectable_source_label_stay_named() {
+    let unlabelled: Vec<_> = (0..10)
+        .map(|i| slice("a", &format!("x{i}"), None))
+        .collect();
+    let odd = slices("a", "-odd-", "", 10);
+    let all = [unlabelled, odd].concat();
+    let mut writes = deleting(&all);
+    let before = writes.clone();
+    collect_slice_deletions(&mut writes, &held(&all));
+    assert_eq!(writes, before);
+}
+
+#[test]
+fn the_selector_names_atolls_manager_and_the_cluster() {
+    assert_eq!(
+        collection("a", "c2", 3).selector(),
+        "endpointslice.kubernetes.io/managed-by=atoll.multicluster.x-k8s.io,multicluster.kubernetes.io/source-cluster=c2"
+    );
+}
+
+/// What a label selector of `c` matches among `held`.
+fn matched<'a>(c: &SliceCollection, held: &'a [EndpointSlice]) -> Vec<&'a EndpointSlice> {
+    held.iter()
+        .filter(|s| {
+            s.metadata.namespace.as_deref() == Some(c.namespace.as_str())
+                && s.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::SOURCE_CLUSTER))
+                    == Some(&c.source_cluster)
+        })
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn never_more_nor_less_than_the_named_deletions(
+        // (namespace, source, deleted, written again) per slice.
+        picks in proptest::collection::vec((0..2usize, 0..3usize, prop::bool::weighted(0.8), prop::bool::weighted(0.05)), 0..60)
+    ) {
+        let namespaces = ["a", "b"];
+        let sources = ["c1", "c2", "c3"];
+        let all: Vec<EndpointSlice> = picks
+            .iter()
+            .enumerate()
+            .map(|(i, (ns, src, _, _))| slice(namespaces[*ns], &format!("s{i}"), Some(sources[*src])))
+            .collect();
+        let going: Vec<EndpointSlice> = all
+            .iter()
+            .zip(&picks)
+            .filter(|(_, p)| p.2)
+            .map(|(s, _)| s.clone())
+            .collect();
+        let mut writes = deleting(&going);
+        writes.apply_slices = all
+            .iter()
+            .zip(&picks)
+            .filter(|(_, p)| p.3)
+            .map(|(s, _)| slice(s.metadata.namespace.as_deref().unwrap_or_default(), "new", s.metadata.labels.as_ref().and_then(|l| l.get(labels::SOURCE_CLUSTER)).map(String::as_str)))
+            .collect();
+        let wanted: BTreeSet<ObjectKey> = writes.delete_slices.iter().cloned().collect();
+        collect_slice_deletions(&mut writes, &held(&all));
+        let mut gone: Vec<ObjectKey> = writes.delete_slices.clone();
+        for c in &writes.delete_slice_collections {
+            let hit = matched(c, &all);
+            prop_assert_eq!(hit.len(), c.slices);
+            prop_assert!(c.slices >= COLLECT_AT_LEAST);
+            prop_assert!(!writes.apply_slices.iter().any(|w| !matched(c, std::slice::from_ref(w)).is_empty()));
+            gone.extend(hit.into_iter().map(|s| ObjectKey::of(&s.metadata)));
+        }
+        let gone_set: BTreeSet<ObjectKey> = gone.iter().cloned().collect();
+        prop_assert_eq!(gone.len(), gone_set.len(), "a slice deleted twice");
+        prop_assert_eq!(gone_set, wanted);
+    }
+}
