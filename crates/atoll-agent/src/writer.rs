@@ -315,21 +315,24 @@ async fn delete_each<K: Namespaced>(
 }
 
 /// Deletes every MCS slice Atoll holds for one source cluster in one namespace, in one request
-/// (`deletecollection` by label; the errors name the selector where a name would be).
+/// (`deletecollection` by label; its error names the selector where a name would be). A refused
+/// collection (an agent whose RBAC predates it, say) is counted and logged, and the slices are
+/// deleted one by one instead, so a withdrawal never waits on a permission. Returns the failures
+/// of those.
 async fn delete_collection(
     client: &Client,
     collection: &SliceCollection,
     context: &Context,
-) -> Result<(), WriteError> {
+) -> Vec<WriteError> {
     let selector = collection.selector();
     let key = ObjectKey::new(&collection.namespace, &selector);
     tracing::info!(
         namespace = %collection.namespace,
         source_cluster = %collection.source_cluster,
-        slices = collection.slices,
+        slices = collection.slices.len(),
         "deleting every MCS EndpointSlice of a source cluster in the namespace at once"
     );
-    write(
+    let deleted = write(
         client,
         &key,
         "deletecollection",
@@ -341,7 +344,20 @@ async fn delete_collection(
                 .map(|_| ())
         },
     )
-    .await
+    .await;
+    match deleted {
+        Ok(()) => Vec::new(),
+        Err(error) => {
+            report(&context.metrics, &error);
+            tracing::warn!(
+                namespace = %collection.namespace,
+                source_cluster = %collection.source_cluster,
+                "the collection was refused: deleting its {} slices one by one",
+                collection.slices.len()
+            );
+            delete_each::<EndpointSlice>(client, &collection.slices, context).await
+        }
+    }
 }
 
 /// Where the writer keeps what is not in a plan: this member's heartbeat Lease on the hub and
@@ -596,9 +612,10 @@ async fn member_writes(
         delete_each::<ServiceImport>(member, &writes.delete_imports, context),
         delete_each::<Service>(member, &writes.delete_derived, context),
         delete_each::<EndpointSlice>(member, &writes.delete_slices, context),
-        each(&writes.delete_slice_collections, |c| async move {
-            delete_collection(member, c, context).await.err()
-        }),
+        futures::stream::iter(&writes.delete_slice_collections)
+            .map(|c| delete_collection(member, c, context))
+            .buffer_unordered(IN_FLIGHT)
+            .concat(),
     );
     let failed_imports: std::collections::BTreeSet<ObjectKey> =
         imports.iter().map(|e| e.key.clone()).collect();

@@ -406,3 +406,167 @@ async fn a_member_with_a_skewed_clock_that_keeps_renewing_is_never_withdrawn() -
     assert!(imported_once, "c8's service was never imported");
     ns.cleanup().await
 }
+
+/// How many MCS slices `member` holds in `ns` from `source`.
+async fn slices_from(member: &Member, ns: &str, source: &str) -> anyhow::Result<usize> {
+    let selector = format!("{}={source}", atoll_api::labels::SOURCE_CLUSTER);
+    let slices = Api::<k8s_openapi::api::discovery::v1::EndpointSlice>::namespaced(
+        member.client.clone(),
+        ns,
+    )
+    .list(&ListParams::default().labels(&selector))
+    .await?;
+    Ok(slices.items.len())
+}
+
+/// c2 silent until every member withdrew its slices in `ns`.
+async fn withdraw_all_of_c2(set: &ClusterSet, ns: &str) -> anyhow::Result<()> {
+    fixtures::agents("stop", &["c2"])?;
+    for member in [&set.members[0], &set.members[2]] {
+        wait_for(
+            &format!("c2's slices in {ns} withdrawn in {}", member.context),
+            GRACE + Duration::from_secs(30),
+            || async {
+                Ok(match slices_from(member, ns, "c2").await? {
+                    0 => Ok(()),
+                    _ => Err("some left"),
+                })
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The writes (or errors, `errors`) of the agent of `members[index]` on EndpointSlices with
+/// `verb` (every verb when `None`).
+async fn slice_writes(index: usize, verb: Option<&str>, errors: bool) -> anyhow::Result<f64> {
+    let port = atoll_testing::agent_admin_port(index)?;
+    let mut labels = vec![("kind", "EndpointSlice")];
+    labels.extend(verb.map(|v| ("verb", v)));
+    let name = if errors {
+        "atoll_agent_api_write_errors_total"
+    } else {
+        "atoll_agent_api_writes_total"
+    };
+    atoll_testing::metric_labelled(port, name, &labels).await
+}
+
+#[tokio::test]
+async fn a_cluster_withdrawn_whole_leaves_in_one_request_per_namespace_or_one_by_one_if_refused()
+-> anyhow::Result<()> {
+    // c2 exports ten services; withdrawn, each importer deletes its ten slices there with one
+    // `deletecollection` (a plan that named them one by one fails the first count). With the
+    // verb taken out of c1's agent's ClusterRole, c1's collection is refused, counted as an
+    // error, and the slices still go one by one (a writer without the fallback fails the wait).
+    const SERVICES: usize = 10;
+    let set = ClusterSet::from_env().await?;
+    let _agent = Undo::new(|| {
+        let _ = fixtures::agents("start", &["c2"]);
+    });
+    let ns = set.namespace("collected").await?;
+    let c2 = &set.members[1];
+    let names: Vec<String> = (0..SERVICES).map(|i| format!("many-{i}")).collect();
+    for name in &names {
+        fixtures::deployment(&c2.client, &ns.name, name, 1).await?;
+        fixtures::apply_service(
+            &c2.client,
+            &fixtures::service(&ns.name, name, name, HELLO_PORTS, false),
+        )
+        .await?;
+        fixtures::export(&c2.client, &ns.name, name, &[]).await?;
+    }
+    let imported = || async {
+        for member in [&set.members[0], &set.members[2]] {
+            for name in &names {
+                wait_sources(member, &ns.name, name, &["c2"], Duration::from_secs(60)).await?;
+            }
+        }
+        anyhow::Ok(())
+    };
+    imported().await?;
+
+    let before = [
+        slice_writes(0, Some("deletecollection"), false).await?,
+        slice_writes(2, Some("deletecollection"), false).await?,
+    ];
+    withdraw_all_of_c2(&set, &ns.name).await?;
+    let after = [
+        slice_writes(0, Some("deletecollection"), false).await?,
+        slice_writes(2, Some("deletecollection"), false).await?,
+    ];
+    assert_eq!(
+        [after[0] - before[0], after[1] - before[1]],
+        [1.0, 1.0],
+        "one deletecollection in c1 and in c3"
+    );
+    fixtures::agents("start", &["c2"])?;
+    imported().await?;
+
+    // The agent's ClusterRole in c1 without `deletecollection` (restored when the test ends).
+    let roles = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(set.members[0].client.clone());
+    let role = roles.get("atoll-agent").await?;
+    let rules = role.rules.unwrap_or_default();
+    let (rule, verb) = rules
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| {
+            let slices = r.resources.as_ref()?.iter().any(|x| x == "endpointslices");
+            let v = r.verbs.iter().position(|v| v == "deletecollection")?;
+            slices.then_some((i, v))
+        })
+        .ok_or_else(|| {
+            anyhow::anyhow!("the agent's ClusterRole has no deletecollection on endpointslices")
+        })?;
+    let path = format!("/rules/{rule}/verbs/{verb}");
+    kubectl(
+        &set,
+        "kwok-c1",
+        &[
+            "patch",
+            "clusterrole",
+            "atoll-agent",
+            "--type=json",
+            "-p",
+            &format!(
+                r#"[{{"op":"test","path":"{path}","value":"deletecollection"}},{{"op":"remove","path":"{path}"}}]"#
+            ),
+        ],
+    )?;
+    let kubeconfig = set.kubeconfig.clone();
+    let role_back = Undo::new(move || {
+        let _ = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args([
+                "--context",
+                "kwok-c1",
+                "patch",
+                "clusterrole",
+                "atoll-agent",
+                "--type=json",
+                "-p",
+            ])
+            .arg(format!(
+                r#"[{{"op":"add","path":"/rules/{rule}/verbs/-","value":"deletecollection"}}]"#
+            ))
+            .status();
+    });
+    // RBAC follows a ClusterRole change within moments.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let errors = slice_writes(0, None, true).await?;
+    let deletes = slice_writes(0, Some("delete"), false).await?;
+    withdraw_all_of_c2(&set, &ns.name).await?;
+    assert_eq!(
+        slice_writes(0, None, true).await? - errors,
+        1.0,
+        "the refused collection is counted"
+    );
+    assert!(
+        slice_writes(0, Some("delete"), false).await? - deletes >= SERVICES as f64,
+        "the slices went one by one"
+    );
+    drop(role_back);
+    fixtures::agents("start", &["c2"])?;
+    ns.cleanup().await
+}

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use atoll_api::keys::ObjectKey;
 use atoll_api::labels;
 use atoll_api::mcs_slice::McsSlice;
 
@@ -73,18 +74,20 @@ pub fn collect_slice_deletions(writes: &mut MemberWrites, held: &[Arc<McsSlice>]
     if collected.is_empty() {
         return;
     }
-    let mut sizes: BTreeMap<Group, usize> = BTreeMap::new();
+    let mut members: BTreeMap<Group, Vec<ObjectKey>> = BTreeMap::new();
     let mut named = Vec::with_capacity(writes.delete_slices.len());
     for key in &writes.delete_slices {
         match group_of.get(&(key.namespace.as_str(), key.name.as_str())) {
-            Some(group) if collected.contains(group) => *sizes.entry(*group).or_default() += 1,
+            Some(group) if collected.contains(group) => {
+                members.entry(*group).or_default().push(key.clone());
+            }
             _ => named.push(key.clone()),
         }
     }
     writes
         .delete_slice_collections
         .extend(
-            sizes
+            members
                 .into_iter()
                 .map(|((namespace, cluster), slices)| SliceCollection {
                     namespace: namespace.to_owned(),

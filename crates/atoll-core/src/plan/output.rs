@@ -80,8 +80,10 @@ pub struct MemberWrites {
 pub struct SliceCollection {
     pub namespace: String,
     pub source_cluster: String,
-    /// How many slices the member held there when the pass was planned (for the log).
-    pub slices: usize,
+    /// The slices the member held there when the pass was planned: what the collection
+    /// deletes, and what the writer deletes one by one if the apiserver refuses the collection
+    /// (an agent whose RBAC lacks `deletecollection`, say).
+    pub slices: Vec<ObjectKey>,
 }
 
 impl SliceCollection {

@@ -364,7 +364,10 @@ fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
     let collection = |source: &str| crate::plan::SliceCollection {
         namespace: "demo".into(),
         source_cluster: source.into(),
-        slices: 10,
+        slices: names
+            .iter()
+            .map(|n| atoll_api::keys::ObjectKey::new("demo", &format!("{n}-{source}-ipv4")))
+            .collect(),
     };
     let member = &step.plan.member;
     assert_eq!(
