@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use atoll_api::hub::{self, ExportedService};
 use atoll_testing::mcs::{
-    HELLO_PORTS, deploy_and_export, import, import_snapshot, settled_snapshot, slice_sources,
-    wait_import_clusters, wait_sources,
+    HELLO_PORTS, deploy_and_export, deploy_service, import, import_snapshot, settled_snapshot,
+    slice_sources, wait_import_clusters, wait_sources,
 };
 use atoll_testing::membership::kubectl;
 use atoll_testing::{ClusterSet, Member, Undo, fixtures, wait_for};
@@ -53,12 +53,7 @@ async fn two_services(
         (&set.members[2], "both"),
         (&set.members[1], "only"),
     ] {
-        fixtures::deployment(&member.client, &ns.name, name, 1).await?;
-        fixtures::apply_service(
-            &member.client,
-            &fixtures::service(&ns.name, name, name, HELLO_PORTS, false),
-        )
-        .await?;
+        deploy_service(member, &ns.name, name, 1, HELLO_PORTS, false).await?;
         fixtures::export(&member.client, &ns.name, name, &[]).await?;
     }
     for member in &set.members {
@@ -452,6 +447,28 @@ async fn slice_writes(index: usize, verb: Option<&str>, errors: bool) -> anyhow:
     atoll_testing::metric_labelled(port, name, &labels).await
 }
 
+/// JSON-patches the agent's ClusterRole in c1.
+fn patch_agent_role(kubeconfig: &std::path::Path, patch: &str) -> anyhow::Result<()> {
+    let status = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "--context",
+            "kwok-c1",
+            "patch",
+            "clusterrole",
+            "atoll-agent",
+        ])
+        .args(["--type=json", "-p", patch])
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    anyhow::ensure!(
+        status.success(),
+        "kubectl patch clusterrole atoll-agent: {status}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_cluster_withdrawn_whole_leaves_in_one_request_per_namespace_or_one_by_one_if_refused()
 -> anyhow::Result<()> {
@@ -468,12 +485,7 @@ async fn a_cluster_withdrawn_whole_leaves_in_one_request_per_namespace_or_one_by
     let c2 = &set.members[1];
     let names: Vec<String> = (0..SERVICES).map(|i| format!("many-{i}")).collect();
     for name in &names {
-        fixtures::deployment(&c2.client, &ns.name, name, 1).await?;
-        fixtures::apply_service(
-            &c2.client,
-            &fixtures::service(&ns.name, name, name, HELLO_PORTS, false),
-        )
-        .await?;
+        deploy_service(c2, &ns.name, name, 1, HELLO_PORTS, false).await?;
         fixtures::export(&c2.client, &ns.name, name, &[]).await?;
     }
     let imported = || async {
@@ -519,38 +531,18 @@ async fn a_cluster_withdrawn_whole_leaves_in_one_request_per_namespace_or_one_by
             anyhow::anyhow!("the agent's ClusterRole has no deletecollection on endpointslices")
         })?;
     let path = format!("/rules/{rule}/verbs/{verb}");
-    kubectl(
-        &set,
-        "kwok-c1",
-        &[
-            "patch",
-            "clusterrole",
-            "atoll-agent",
-            "--type=json",
-            "-p",
-            &format!(
-                r#"[{{"op":"test","path":"{path}","value":"deletecollection"}},{{"op":"remove","path":"{path}"}}]"#
-            ),
-        ],
+    patch_agent_role(
+        &set.kubeconfig,
+        &format!(
+            r#"[{{"op":"test","path":"{path}","value":"deletecollection"}},{{"op":"remove","path":"{path}"}}]"#
+        ),
     )?;
     let kubeconfig = set.kubeconfig.clone();
     let role_back = Undo::new(move || {
-        let _ = std::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args([
-                "--context",
-                "kwok-c1",
-                "patch",
-                "clusterrole",
-                "atoll-agent",
-                "--type=json",
-                "-p",
-            ])
-            .arg(format!(
-                r#"[{{"op":"add","path":"/rules/{rule}/verbs/-","value":"deletecollection"}}]"#
-            ))
-            .status();
+        let add = format!(
+            r#"[{{"op":"add","path":"/rules/{rule}/verbs/-","value":"deletecollection"}}]"#
+        );
+        let _ = patch_agent_role(&kubeconfig, &add);
     });
     // RBAC follows a ClusterRole change within moments.
     tokio::time::sleep(Duration::from_secs(2)).await;

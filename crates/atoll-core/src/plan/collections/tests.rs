@@ -109,13 +109,17 @@ fn a_cluster_with_a_slice_written_in_the_same_pass_is_deleted_by_name() {
     assert_eq!(writes.delete_slices.len(), 10);
 }
 
+/// Deleting every one of `slices` (all held) stays a named deletion each.
+fn assert_named(slices: &[EndpointSlice]) {
+    let mut writes = deleting(slices);
+    let before = writes.clone();
+    collect_slice_deletions(&mut writes, &held(slices));
+    assert_eq!(writes, before);
+}
+
 #[test]
 fn a_few_deletions_stay_named() {
-    let going = slices("a", "c2", "", COLLECT_AT_LEAST - 1);
-    let mut writes = deleting(&going);
-    let before = writes.clone();
-    collect_slice_deletions(&mut writes, &held(&going));
-    assert_eq!(writes, before);
+    assert_named(&slices("a", "c2", "", COLLECT_AT_LEAST - 1));
 }
 
 #[test]
@@ -124,11 +128,7 @@ fn slices_without_a_selectable_source_label_stay_named() {
         .map(|i| slice("a", &format!("x{i}"), None))
         .collect();
     let odd = slices("a", "-odd-", "", 10);
-    let all = [unlabelled, odd].concat();
-    let mut writes = deleting(&all);
-    let before = writes.clone();
-    collect_slice_deletions(&mut writes, &held(&all));
-    assert_eq!(writes, before);
+    assert_named(&[unlabelled, odd].concat());
 }
 
 #[test]
