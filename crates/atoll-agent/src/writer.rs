@@ -314,11 +314,13 @@ async fn delete_each<K: Namespaced>(
     .await
 }
 
-/// Deletes every MCS slice Atoll holds for one source cluster in one namespace, in one request
-/// (`deletecollection` by label; its error names the selector where a name would be). A refused
-/// collection (an agent whose RBAC predates it, say) is counted and logged, and the slices are
-/// deleted one by one instead, so a withdrawal never waits on a permission. Returns the failures
-/// of those.
+/// Deletes every MCS slice Atoll holds for one withdrawn source cluster in one namespace, in one
+/// request (`deletecollection` by label; its error names the selector where a name would be). A
+/// collection the apiserver refuses as such (403 or 405: an agent whose RBAC predates it, say)
+/// is counted and logged, and the slices are deleted one by one instead, so a withdrawal never
+/// waits on a permission; the pass then counts as written (no retry backoff) when those
+/// succeed. Any other failure (not leading, a timeout, an overloaded apiserver) is returned as
+/// it is, and the next pass plans the deletions again.
 async fn delete_collection(
     client: &Client,
     collection: &SliceCollection,
@@ -347,6 +349,7 @@ async fn delete_collection(
     .await;
     match deleted {
         Ok(()) => Vec::new(),
+        Err(error) if !refused(&error) => vec![error],
         Err(error) => {
             report(&context.metrics, &error);
             tracing::warn!(
@@ -358,6 +361,12 @@ async fn delete_collection(
             delete_each::<EndpointSlice>(client, &collection.slices, context).await
         }
     }
+}
+
+/// Whether the apiserver refused a request as such (forbidden, or the verb not allowed), rather
+/// than failing to answer it.
+fn refused(error: &WriteError) -> bool {
+    matches!(&error.source, Failure::Api(kube::Error::Api(e)) if e.code == 403 || e.code == 405)
 }
 
 /// Where the writer keeps what is not in a plan: this member's heartbeat Lease on the hub and
@@ -762,5 +771,23 @@ mod tests {
                 .code,
             0
         );
+    }
+
+    #[test]
+    fn only_a_forbidden_or_disallowed_collection_falls_back_to_named_deletes() {
+        let api = |code| {
+            let status = kube::core::Status::failure("no", "Refused").with_code(code);
+            error(kube::Error::Api(Box::new(status)))
+        };
+        assert!(refused(&api(403)));
+        assert!(refused(&api(405)));
+        for code in [409, 429, 500, 503] {
+            assert!(!refused(&api(code)), "{code}");
+        }
+        let not_leading = WriteError {
+            source: Failure::NotLeading,
+            ..api(403)
+        };
+        assert!(!refused(&not_leading));
     }
 }

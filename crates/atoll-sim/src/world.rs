@@ -702,8 +702,6 @@ impl World {
         outcome
     }
 
-    /// Deletes a member object; returns the service it belonged to and, for an MCS slice, its
-    /// source cluster.
     /// Deletes `key` of `kind` from `member`'s apiserver and tells the invariant checks.
     fn delete_checked(&mut self, member: &str, kind: &str, key: &ObjectKey) {
         let (service, source) = self.deleted(member, kind, key).unwrap_or_default();
@@ -719,6 +717,8 @@ impl World {
         );
     }
 
+    /// Deletes a member object; returns the service it belonged to and, for an MCS slice, its
+    /// source cluster.
     fn deleted(&mut self, member: &str, kind: &str, key: &ObjectKey) -> Option<(String, String)> {
         let m = self.apis.members.get_mut(member)?;
         let label = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, l: &str| {

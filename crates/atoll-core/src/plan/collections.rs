@@ -1,14 +1,15 @@
 //! One request instead of hundreds: when a pass deletes every MCS EndpointSlice Atoll holds in
-//! one namespace for one source cluster (a withdrawn cluster's, or one that stopped exporting
-//! there), the deletions become one `deletecollection` by label. At 250 clusters a withdrawal
-//! is one slice per service; sent one by one they kept the dead cluster's endpoints in the
-//! importer for seconds past the grace, on a busy apiserver.
+//! one namespace for a withdrawn source cluster, the deletions become one `deletecollection` by
+//! label. At 250 clusters a withdrawal is one slice per service; sent one by one they kept the
+//! dead cluster's endpoints in the importer for seconds past the grace, on a busy apiserver.
 //!
 //! The decision is made from every MCS slice the member holds, not from a pass's scope: a
 //! collection is sent only when each slice the label selector matches is one the plan deletes
-//! anyway, and no slice of that cluster in that namespace is written in the same pass. So it
-//! deletes exactly what the plan's named deletions would (and a slice of that cluster written
-//! by an earlier pass and not observed yet, which no plan would keep).
+//! anyway, and no slice of that cluster in that namespace is written in the same pass. A
+//! selector also matches slices written by an earlier pass and not observed yet, so only a
+//! withdrawn cluster's slices are collected: no plan wants any slice of it, while a live
+//! cluster's unobserved slice may be one a pass over other services has just written (a
+//! renamed service, say) and this pass, scoped to the old names, cannot see.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -28,8 +29,13 @@ type Group<'a> = (&'a str, &'a str);
 
 /// Turns the named slice deletions of `writes` into [`SliceCollection`]s where that deletes the
 /// same objects. `held` is every MCS slice the member holds (Atoll's: the agent watches only
-/// slices with Atoll's `endpointslice.kubernetes.io/managed-by`), whatever the pass's scope.
-pub fn collect_slice_deletions(writes: &mut MemberWrites, held: &[Arc<McsSlice>]) {
+/// slices with Atoll's `endpointslice.kubernetes.io/managed-by`), whatever the pass's scope;
+/// `withdrawn` says whether a source cluster is withdrawn (only those are collected).
+pub fn collect_slice_deletions(
+    writes: &mut MemberWrites,
+    held: &[Arc<McsSlice>],
+    withdrawn: impl Fn(&str) -> bool,
+) {
     if writes.delete_slices.len() < COLLECT_AT_LEAST {
         return;
     }
@@ -66,6 +72,7 @@ pub fn collect_slice_deletions(writes: &mut MemberWrites, held: &[Arc<McsSlice>]
         .filter(|(group, (held, deleted))| {
             held == deleted
                 && *deleted >= COLLECT_AT_LEAST
+                && withdrawn(group.1)
                 && !written.contains(group)
                 && selectable(group.1)
         })

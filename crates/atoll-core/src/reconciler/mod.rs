@@ -339,7 +339,10 @@ impl Reconciler {
             .map_or_else(|| observed.service_keys().len(), BTreeSet::len);
         let mut planned = plan(&self.config.member, input, &self.books.feedback, &tick.wall);
         // From every slice held, not the scope's: a collection must match only what is deleted.
-        collect_slice_deletions(&mut planned.member, &observed.mcs_slices);
+        let withdrawn = &observed.liveness.withdrawn;
+        collect_slice_deletions(&mut planned.member, &observed.mcs_slices, |c| {
+            withdrawn.contains_key(c)
+        });
         let liveness = restricted.map_or(observed.liveness, |r| r.liveness);
         self.books.absorb_plan(scope.as_ref(), &planned);
         if scope.is_none() {

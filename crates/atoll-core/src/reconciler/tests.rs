@@ -331,13 +331,14 @@ fn mcs_slice(service: &str, source: &str) -> Arc<atoll_api::mcs_slice::McsSlice>
 #[test]
 fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
     // c2 and c3 export s0..s9 (with no endpoints on the hub: no slice is wanted, every one held
-    // goes); c2 then stops exporting them: a step over those ten services deletes c2's and
-    // c3's ten slices of theirs. A slice of c2 for "outside" (a service this step does
-    // not look at) holds the same labels, so a collection would take it too. Planning the
-    // collection from the scope's slices (a mutation of `step`) fails this test.
+    // goes). c2's beat stops; withdrawn after the grace, a step over its ten services deletes
+    // c2's and c3's slices of them. A slice of c2 for "outside" (a service this step does not
+    // look at) holds the same labels, so a collection would take it too: c2's deletions stay
+    // named. Planning the collection from the scope's slices (a mutation of `step`) fails this
+    // test; c3 is not withdrawn, so its deletions are never collected.
     let start = Instant::now();
     let names: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
-    let world = |c2_exports_them: bool, outside: bool| {
+    let world = |outside: bool| {
         let mut slices: Vec<_> = names
             .iter()
             .flat_map(|n| [mcs_slice(n, "c2"), mcs_slice(n, "c3")])
@@ -345,54 +346,65 @@ fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
         if outside {
             slices.push(mcs_slice("outside", "c2"));
         }
-        let mut records: Vec<_> = names.iter().map(|n| record("c3", n)).collect();
-        if c2_exports_them {
-            records.extend(names.iter().map(|n| record("c2", n)));
-        }
+        let records = ["c2", "c3"]
+            .iter()
+            .flat_map(|c| names.iter().map(move |n| record(c, n)))
+            .collect();
         Observed {
             mcs_slices: slices,
             ..observed(records)
         }
     };
-    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
-    let step = r.step(&tick(start, 0, false), world(true, true), &[]);
-    assert!(step.scope.is_none(), "the first step covers everything");
-    let step = r.step(&tick(start, 1, false), world(false, true), &[]);
-    let scope = step.scope.clone().unwrap_or_default();
-    let expected: BTreeSet<ServiceKey> = names.iter().map(|n| ServiceKey::new("demo", n)).collect();
-    assert_eq!(scope, expected);
-    let collection = |source: &str| crate::plan::SliceCollection {
-        namespace: "demo".into(),
-        source_cluster: source.into(),
-        slices: names
+    // This member's own beat moves too: an importer that cannot see its own withdraws nothing.
+    let leases = |seconds: u64| {
+        [
+            beat_lease("c1", seconds + 1),
+            beat_lease("c2", 1),
+            beat_lease("c3", seconds + 1),
+        ]
+    };
+    let keys = |source: &str| -> Vec<atoll_api::keys::ObjectKey> {
+        names
             .iter()
             .map(|n| atoll_api::keys::ObjectKey::new("demo", &format!("{n}-{source}-ipv4")))
-            .collect(),
+            .collect()
     };
-    let member = &step.plan.member;
-    assert_eq!(
-        member.delete_slice_collections,
-        [collection("c3")],
-        "{member:#?}"
-    );
-    let named: BTreeSet<String> = member
-        .delete_slices
-        .iter()
-        .map(|k| k.name.clone())
-        .collect();
-    let c2s: BTreeSet<String> = names.iter().map(|n| format!("{n}-c2-ipv4")).collect();
-    assert_eq!(named, c2s);
+    let withdrawal_step = |outside: bool| {
+        let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+        let step = r.step(&tick(start, 0, false), world(outside), &leases(0));
+        assert!(step.scope.is_none(), "the first step covers everything");
+        let later = GRACE.as_secs() + 8;
+        let step = r.step(&tick(start, later, false), world(outside), &leases(later));
+        assert!(
+            step.liveness.withdrawn.contains_key("c2"),
+            "{:?}",
+            step.liveness
+        );
+        let scope: BTreeSet<ServiceKey> =
+            names.iter().map(|n| ServiceKey::new("demo", n)).collect();
+        assert_eq!(step.scope, Some(scope));
+        step.plan.member
+    };
 
-    // Without that slice, the same step's deletions are every c2 slice in "demo" too: one
-    // collection each.
-    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
-    r.step(&tick(start, 0, false), world(true, false), &[]);
-    let step = r.step(&tick(start, 1, false), world(false, false), &[]);
-    let member = &step.plan.member;
+    let member = withdrawal_step(true);
+    assert_eq!(member.delete_slice_collections, [], "{member:#?}");
+    let named: BTreeSet<_> = member.delete_slices.iter().cloned().collect();
+    assert_eq!(
+        named,
+        [keys("c2"), keys("c3")].concat().into_iter().collect()
+    );
+
+    // Without that slice, the same step's deletions are every c2 slice in "demo": one
+    // collection.
+    let member = withdrawal_step(false);
     assert_eq!(
         member.delete_slice_collections,
-        [collection("c2"), collection("c3")],
+        [crate::plan::SliceCollection {
+            namespace: "demo".into(),
+            source_cluster: "c2".into(),
+            slices: keys("c2"),
+        }],
         "{member:#?}"
     );
-    assert_eq!(member.delete_slices, []);
+    assert_eq!(member.delete_slices, keys("c3"));
 }
