@@ -19,6 +19,7 @@ use atoll_api::labels;
 use atoll_api::mcs_slice::McsSlice;
 
 use super::output::{MemberWrites, SliceCollection};
+use crate::ClusterId;
 
 /// Fewer deletions than this in one namespace for one cluster stay named deletes: they are
 /// cheap, and a named delete says exactly which object went.
@@ -74,7 +75,9 @@ pub fn collect_slice_deletions(
                 && *deleted >= COLLECT_AT_LEAST
                 && withdrawn(group.1)
                 && !written.contains(group)
-                && selectable(group.1)
+                // It goes into the selector as it is; a slice's label is only as good as
+                // whoever wrote it, a cluster id is a valid label value.
+                && ClusterId::new(group.1).is_ok()
         })
         .map(|(group, _)| group)
         .collect();
@@ -103,19 +106,6 @@ pub fn collect_slice_deletions(
                 }),
         );
     writes.delete_slices = named;
-}
-
-/// Whether `value` can stand in a label selector as it is (a valid label value; cluster ids
-/// are, but a slice's label is only as good as whoever wrote it).
-fn selectable(value: &str) -> bool {
-    let alnum = |c: char| c.is_ascii_alphanumeric();
-    !value.is_empty()
-        && value.len() <= 63
-        && value.starts_with(alnum)
-        && value.ends_with(alnum)
-        && value
-            .chars()
-            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
 }
 
 #[cfg(test)]

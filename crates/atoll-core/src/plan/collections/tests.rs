@@ -1,8 +1,8 @@
 //! The collections a pass's slice deletions become, asserted exactly; and, on random holdings,
 //! that the collections (of withdrawn clusters only) and the named deletions left delete
-//! exactly the slices the plan deleted by name (breaking any condition of `collect_slice_deletions`, say dropping the
-//! "every held slice is deleted" check, makes `never_more_nor_less_than_the_named_deletions`
-//! fail).
+//! exactly the slices the plan deleted by name (breaking a condition of
+//! `collect_slice_deletions`, say dropping the "every held slice is deleted" check, makes
+//! `never_more_nor_less_than_the_named_deletions` fail).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
