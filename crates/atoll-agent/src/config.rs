@@ -58,13 +58,16 @@ pub struct Telemetry {
 
 /// What readiness waits for after the watches.
 pub const FIRST_PASS: &str = "the first reconcile pass";
+/// ... and a successful read of the kept liveness decisions (the agent runs without it, but
+/// keeps nothing until it succeeds).
+pub const KEPT_READ: &str = "the kept liveness decisions";
 
 impl Default for Telemetry {
     fn default() -> Self {
         Self {
             metrics: metrics::Metrics::default(),
             readiness: atoll_watch::Readiness::waiting_for(
-                stores::WATCHES.into_iter().chain([FIRST_PASS]),
+                stores::WATCHES.into_iter().chain([FIRST_PASS, KEPT_READ]),
             ),
         }
     }

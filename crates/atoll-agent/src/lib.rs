@@ -6,6 +6,7 @@
 //! that plan with server-side apply. Nothing is written or deleted before every watch has
 //! listed once; if a watch ends before that, the agent stops with an error.
 
+pub mod access;
 pub mod compact;
 mod config;
 pub mod dirty;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-pub use config::{AgentConfig, Error, FIRST_PASS, Telemetry};
+pub use config::{AgentConfig, Error, FIRST_PASS, KEPT_READ, Telemetry};
 
 /// Longest any one write may take (with an election, also no longer than what is left of the
 /// leadership).

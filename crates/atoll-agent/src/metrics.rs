@@ -114,6 +114,15 @@ pub struct Metrics {
     /// From a ServiceExport's creation to this member first holding the ServiceImport
     /// (creation timestamps have 1 s resolution, so this is coarse).
     pub export_to_import_seconds: Histogram,
+    /// Failed reads and writes of the kept liveness decisions (the ConfigMap in the member).
+    pub kept_read_failures: Counter,
+    pub kept_write_failures: Counter,
+    /// 1 while the kept liveness decisions are not saved: unread, or their writes failing.
+    pub kept_unsaved: Gauge,
+    /// Source clusters this process has not seen beat yet (their services are left as they are).
+    pub sources_unconfirmed: Gauge,
+    /// Permissions the agent's credentials lack for what it reads and writes (checked at start).
+    pub missing_permissions: Gauge,
 }
 
 impl Default for Metrics {
@@ -148,6 +157,11 @@ impl Default for Metrics {
             full_passes: Counter::default(),
             full_pass_seconds: Gauge::default(),
             export_to_import_seconds: Histogram::new(exponential_buckets(0.05, 2.0, 12)),
+            kept_read_failures: Counter::default(),
+            kept_write_failures: Counter::default(),
+            kept_unsaved: Gauge::default(),
+            sources_unconfirmed: Gauge::default(),
+            missing_permissions: Gauge::default(),
         }
     }
 }
@@ -295,6 +309,31 @@ impl Metrics {
             "full_pass_seconds",
             "Duration of the last full reconcile pass",
             self.full_pass_seconds.clone(),
+        );
+        r.register(
+            "kept_read_failures",
+            "Failed reads of the kept liveness decisions in the member (retried; nothing is kept until one succeeds)",
+            self.kept_read_failures.clone(),
+        );
+        r.register(
+            "kept_write_failures",
+            "Failed writes of the kept liveness decisions in the member (retried; the heartbeat never waits for them)",
+            self.kept_write_failures.clone(),
+        );
+        r.register(
+            "kept_unsaved",
+            "1 while the kept liveness decisions are not saved in the member (unread, or their writes failing)",
+            self.kept_unsaved.clone(),
+        );
+        r.register(
+            "source_clusters_unconfirmed",
+            "Source clusters this agent process has not seen beat yet (the services they take part in are left as they are)",
+            self.sources_unconfirmed.clone(),
+        );
+        r.register(
+            "missing_permissions",
+            "Permissions the agent's credentials lack for what it reads and writes (checked at start; the log names them)",
+            self.missing_permissions.clone(),
         );
         r.register(
             "export_to_import_seconds",

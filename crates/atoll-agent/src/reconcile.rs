@@ -1,19 +1,22 @@
 //! The reconcile loop: thin I/O around `atoll_core::reconciler`. Once every watch has listed
-//! and the kept liveness decisions are read, it waits for watch events (debounced), a deadline
-//! the reconciler names or a change of leadership; then it hands the stores' contents to the
-//! reconciler, carries out the step it returns through the writer, and hands the outcome back.
+//! (and the kept liveness decisions are read, or a short wait for them is over) it waits for
+//! watch events (debounced), a deadline the reconciler names or a change of leadership; then it
+//! hands the stores' contents to the reconciler, carries out the step it returns through the
+//! writer, and hands the outcome back. Reading the kept decisions never holds the loop: a read
+//! that fails is retried in a task of its own ([`crate::kept::Reader`]) while the loop runs on
+//! (heartbeats included), and keeps nothing until one succeeds.
 
 use std::time::Instant;
 
-use atoll_api::keys::ObjectKey;
+use atoll_core::announce::Announcement;
 use atoll_core::plan::Member;
-use atoll_core::reconciler::{Config, Reconciler, Tick};
+use atoll_core::reconciler::{Config, Keeping, KeptRead, Reconciler, Tick};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::Notify;
 
-use crate::config::{AgentConfig, Error, FIRST_PASS, Telemetry};
+use crate::config::{AgentConfig, Error, FIRST_PASS, KEPT_READ, Telemetry};
 use crate::dirty::Dirty;
 use crate::events::Announcer;
 use crate::fence::Fence;
@@ -28,8 +31,9 @@ use crate::writer::{self, Context, Targets, WriteCounter};
 /// by as much (the grace counts from when the importer sees a beat).
 const WAKE_ONLY_BATCH: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// How long reading the kept liveness decisions may take before the agent starts without them.
-const READ_KEPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long the first pass waits for the kept liveness decisions before it starts without them
+/// (it takes them in when they come; nothing is kept before).
+const READ_KEPT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn gauge(value: usize) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -45,9 +49,33 @@ pub async fn run_loop(
     fence: &Fence,
     mut leading: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), Error> {
+    let mut reader = crate::kept::Reader::start(
+        config.member.clone(),
+        config.kept.clone(),
+        telemetry.metrics.kept_read_failures.clone(),
+    );
+    reader.ask();
+    tokio::spawn({
+        let (id, member, hub) = (
+            config.cluster_id.clone(),
+            config.member.clone(),
+            config.hub.clone(),
+        );
+        let gauge = telemetry.metrics.missing_permissions.clone();
+        async move { crate::access::check(&id, &member, &hub, &gauge).await }
+    });
     stores.wait_until_ready(&telemetry.readiness).await?;
     tracing::info!(cluster = %config.cluster_id, "every watch has listed once; reconciling");
-    let kept = read_kept(config).await;
+    let kept = match reader.wait(READ_KEPT_WAIT).await {
+        Some(read) => {
+            took_kept(&read, config, telemetry);
+            read
+        }
+        None => {
+            tracing::warn!(config_map = %config.kept, "the kept liveness decisions are not read yet: starting without them (no cluster is used before it is seen to beat; nothing is kept until they are read)");
+            KeptRead::Unreadable
+        }
+    };
     let reporter = Reporter {
         controller: "atoll-agent".to_owned(),
         instance: Some(config.cluster_id.to_string()),
@@ -85,6 +113,7 @@ pub async fn run_loop(
     let m = &context.metrics;
     let mut reported = Reported::default();
     let mut rejections = crate::rejections::Rejections::default();
+    let mut keeping = KeepingReport::default();
     let mut first = true;
     loop {
         // When a change woke the loop: what a step took in, counted from its first wake.
@@ -128,11 +157,14 @@ pub async fn run_loop(
             wall: Time(Timestamp::now()),
             leading: fence.leading(started),
         };
-        // A replica that becomes the leader continues from what its predecessor decided.
-        if reconciler.gains_leadership(&tick)
-            && let Some(kept) = read_kept(config).await
-        {
-            reconciler.adopt(&kept);
+        // A replica that becomes the leader continues from what its predecessor decided, once
+        // it has read it (it keeps nothing before).
+        if reconciler.gains_leadership(&tick) {
+            reader.ask();
+        }
+        if let Some(read) = reader.answer() {
+            took_kept(&read, config, telemetry);
+            reconciler.kept_read(read);
         }
         let step = reconciler.step(&tick, stores.snapshot(), &stores.leases.state());
         let planned = started.elapsed();
@@ -168,29 +200,87 @@ pub async fn run_loop(
             }
         }
         m.unpublishable.set(gauge(reconciler.unpublishable()));
+        m.sources_unconfirmed
+            .set(gauge(reconciler.unconfirmed().len()));
+        if step.lead {
+            keeping
+                .report(&reconciler.keeping(), config, &context)
+                .await;
+        }
         m.dirty_services.set(reconciler.waiting().map_or(-1, gauge));
         telemetry.readiness.done(FIRST_PASS);
     }
 }
 
-/// What a predecessor kept; `None` when nothing was kept, or it cannot be read (logged: the
-/// agent then judges every cluster afresh, as a new one would).
-async fn read_kept(config: &AgentConfig) -> Option<atoll_core::liveness::Persisted> {
-    let key: &ObjectKey = &config.kept;
-    match tokio::time::timeout(READ_KEPT_TIMEOUT, crate::kept::read(&config.member, key)).await {
-        Ok(Ok(kept)) => {
-            if let Some(k) = &kept {
-                tracing::info!(config_map = %key, clusters = k.sources.len(), "continuing from the kept liveness decisions");
+/// Logs what reading the kept decisions gave, and marks it done for readiness.
+fn took_kept(read: &KeptRead, config: &AgentConfig, telemetry: &Telemetry) {
+    match read {
+        KeptRead::Found(k) => {
+            tracing::info!(config_map = %config.kept, clusters = k.sources.len(), "continuing from the kept liveness decisions");
+        }
+        KeptRead::Absent => {
+            tracing::info!(config_map = %config.kept, "no kept liveness decisions: every source cluster is judged afresh");
+        }
+        KeptRead::Unreadable => return,
+    }
+    telemetry.readiness.done(KEPT_READ);
+}
+
+/// How keeping the liveness decisions stood at the last report, so the log line, the Event and
+/// the gauge change only when it does.
+#[derive(Default)]
+struct KeepingReport {
+    failing: Option<bool>,
+}
+
+impl KeepingReport {
+    async fn report(&mut self, keeping: &Keeping, config: &AgentConfig, context: &Context) {
+        let failing = !matches!(keeping, Keeping::Kept);
+        context.metrics.kept_unsaved.set(i64::from(failing));
+        if self.failing == Some(failing) {
+            return;
+        }
+        let announcement = match keeping {
+            Keeping::Kept => {
+                if self.failing.is_none() {
+                    self.failing = Some(false);
+                    return;
+                }
+                tracing::info!(config_map = %config.kept, "the kept liveness decisions are saved again");
+                Announcement {
+                    warning: false,
+                    reason: "LivenessDecisionsKept".to_owned(),
+                    note: format!(
+                        "the liveness decisions are kept in ConfigMap {} again",
+                        config.kept
+                    ),
+                    action: "Keep",
+                }
             }
-            kept
-        }
-        Ok(Err(error)) => {
-            tracing::warn!(%error, config_map = %key, "reading the kept liveness decisions failed: judging every source cluster afresh");
-            None
-        }
-        Err(_) => {
-            tracing::warn!(config_map = %key, "reading the kept liveness decisions timed out: judging every source cluster afresh");
-            None
+            Keeping::Unread => {
+                // The reader logs each failed read; an Event only once it has failed for a while
+                // would say more, so none here.
+                self.failing = Some(true);
+                return;
+            }
+            Keeping::Failing {
+                failures, error, ..
+            } => {
+                tracing::warn!(config_map = %config.kept, failures, %error, "keeping the liveness decisions failed: retrying; heartbeats and imports go on (they never depend on it)");
+                Announcement {
+                    warning: true,
+                    reason: "LivenessDecisionsNotKept".to_owned(),
+                    note: format!(
+                        "keeping the liveness decisions in ConfigMap {} failed: {}; retrying. Heartbeats and imports go on; a restarted agent judges source clusters afresh",
+                        config.kept,
+                        error.chars().take(512).collect::<String>()
+                    ),
+                    action: "Keep",
+                }
+            }
+        };
+        if crate::events::announce_on_member(&context.announcer, &announcement, None).await {
+            self.failing = Some(failing);
         }
     }
 }

@@ -381,10 +381,11 @@ pub struct Targets {
     pub kept: ObjectKey,
 }
 
-/// Carries out `step`: the plan's hub writes, member writes and export statuses side by side
+/// Carries out `step`: first the kept decisions (a withdrawal is kept before its deletions, so
+/// a crash between the two cannot give a dead cluster a fresh grace; a refused keep write stops
+/// nothing), then the plan's hub writes, member writes and export statuses side by side
 /// (within the member, the ServiceImports' statuses after every other member write), then the
-/// Events on rejected records, the heartbeat renewal (after the hub writes it claims) and the
-/// kept decisions.
+/// Events on rejected records and the heartbeat renewal (after the hub writes it claims).
 pub async fn execute(
     hub: &Client,
     member: &Client,
@@ -393,13 +394,20 @@ pub async fn execute(
     context: &Context,
 ) -> Outcome {
     let plan = &step.plan;
+    let kept = match &step.keep {
+        Some(kept) => Some(keep(member, kept, targets, context).await),
+        None => None,
+    };
     let (hub_result, member_result, export_errors, profile_errors) = futures::join!(
         hub_writes(hub, plan, context),
         member_writes(member, plan, context),
         export_statuses(member, &plan.export_statuses, context),
         profile_status(hub, plan.profile.as_ref(), context),
     );
-    let mut outcome = Outcome::default();
+    let mut outcome = Outcome {
+        kept,
+        ..Outcome::default()
+    };
     let (derived_failures, member_errors) = member_result;
     outcome.feedback.publish_failures = hub_result.record_failures;
     outcome.feedback.copy_failures = hub_result.copy_failures;
@@ -410,10 +418,7 @@ pub async fn execute(
         events::announce_rejected(&context.announcer, rejected).await;
     }
     if let Some(renewal) = &step.renewal {
-        outcome.renewal = Some(renew(hub, renewal, targets, context).await);
-    }
-    if let Some(kept) = &step.keep {
-        outcome.kept = Some(keep(member, kept, targets, context).await);
+        outcome.renewal = Some(renew(hub, renewal, &step.keeping, targets, context).await);
     }
     outcome
 }
@@ -499,6 +504,7 @@ async fn hub_writes(hub: &Client, plan: &Plan, context: &Context) -> HubResult {
 async fn renew(
     hub: &Client,
     renewal: &atoll_core::reconciler::Renewal,
+    keeping: &atoll_core::reconciler::Keeping,
     targets: &Targets,
     context: &Context,
 ) -> bool {
@@ -520,6 +526,7 @@ async fn renew(
         targets.grace,
         &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
         &last_error,
+        &atoll_core::reconciler::keeping_text(keeping, std::time::Instant::now()),
     );
     let key = ObjectKey::new(
         &atoll_api::hub::namespace_for(&targets.cluster_id),
@@ -544,13 +551,14 @@ async fn renew(
     }
 }
 
-/// Keeps the liveness decisions in the member; whether the write went through.
+/// Keeps the liveness decisions in the member; whether the write went through (`Err`: the
+/// API's message).
 async fn keep(
     member: &Client,
     kept: &atoll_core::liveness::Persisted,
     targets: &Targets,
     context: &Context,
-) -> bool {
+) -> Result<(), String> {
     let config_map = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {
@@ -573,10 +581,11 @@ async fn keep(
     )
     .await;
     match written {
-        Ok(_) => true,
+        Ok(_) => Ok(()),
         Err(error) => {
             report(&context.metrics, &error);
-            false
+            context.metrics.kept_write_failures.inc();
+            Err(error.to_string())
         }
     }
 }

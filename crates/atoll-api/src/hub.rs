@@ -27,6 +27,9 @@ pub const LEASE_NAME: &str = "atoll-heartbeat";
 pub const CLAIM_ANNOTATION: &str = "hub.atoll.dev/claim";
 /// Annotation on the heartbeat Lease: the member's last failed write (empty when none).
 pub const LAST_ERROR_ANNOTATION: &str = "hub.atoll.dev/last-error";
+/// Annotation on a member's heartbeat Lease: how keeping its liveness decisions in the member
+/// stands (`kept`, `unread`, or since when and why writing them fails).
+pub const KEPT_ANNOTATION: &str = "hub.atoll.dev/kept-decisions";
 /// Annotation on the heartbeat Lease: a counter the member raises with every renewal (at least
 /// its wall clock in milliseconds, and above what the Lease held), so importers can tell a
 /// heartbeat from a Lease restored from a backup or re-created with an older value.

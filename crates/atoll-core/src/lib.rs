@@ -22,6 +22,7 @@
 //! * [`leader`]: which agent replica of a member writes (Lease-based election).
 //! * [`selection`]: KEP-5939 cluster selectors, validated and evaluated per importer.
 
+pub mod access;
 pub mod admission;
 pub mod announce;
 pub mod audit;

@@ -30,6 +30,8 @@ pub const HUB_SECRET: &str = "atoll-hub";
 pub const LEADER_LEASE: &str = "atoll-agent";
 /// The ConfigMap in which the agent keeps its liveness decisions (beside its Lease).
 pub const KEPT_CONFIG_MAP: &str = "atoll-agent-liveness";
+/// Where the agent copies kept decisions it cannot read before it overwrites them.
+pub const KEPT_ASIDE_CONFIG_MAP: &str = "atoll-agent-liveness-unreadable";
 /// Keys of [`HUB_SECRET`].
 pub const SECRET_KUBECONFIG: &str = "kubeconfig";
 pub const SECRET_CLUSTER_ID: &str = "cluster-id";
@@ -560,7 +562,10 @@ pub fn member_objects(id: &ClusterId, clusterset: &str, kubeconfig: &str) -> Mem
                 // Where it keeps its liveness decisions for a successor (create, which
                 // server-side apply needs the first time, cannot be limited by name).
                 PolicyRule {
-                    resource_names: Some(vec![KEPT_CONFIG_MAP.to_owned()]),
+                    resource_names: Some(vec![
+                        KEPT_CONFIG_MAP.to_owned(),
+                        KEPT_ASIDE_CONFIG_MAP.to_owned(),
+                    ]),
                     ..rule(&[""], &["configmaps"], &["get", "patch", "update"])
                 },
                 rule(&[""], &["configmaps"], &["create"]),

@@ -149,10 +149,7 @@ impl Replica {
         for which in Which::ALL {
             replica.relist(which, member, hub);
         }
-        let kept = member
-            .kept
-            .as_deref()
-            .and_then(atoll_core::liveness::Persisted::parse);
+        let kept = crate::world::kept_read(member.kept.as_deref());
         let id = atoll_core::ClusterId::new(cluster).ok();
         replica.reconciler = id.map(|id| {
             let config = Config::new(

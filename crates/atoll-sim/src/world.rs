@@ -254,10 +254,7 @@ impl World {
         let now = self.now();
         let wall = self.wall(m);
         let leading = self.fence(m, r).is_some();
-        let kept = self.apis.members[&self.members[m].name]
-            .kept
-            .as_deref()
-            .and_then(atoll_core::liveness::Persisted::parse);
+        let kept = kept_read(self.apis.members[&self.members[m].name].kept.as_deref());
         let replica = &mut self.members[m].replicas[r];
         let (observed, leases) = replica.observed();
         let Some(reconciler) = replica.reconciler.as_mut() else {
@@ -268,11 +265,9 @@ impl World {
             wall: wall.clone(),
             leading,
         };
-        // As the agent: a new leader first reads what its predecessor kept.
-        if reconciler.gains_leadership(&tick)
-            && let Some(kept) = kept
-        {
-            reconciler.adopt(&kept);
+        // As the agent: a new leader reads what its predecessor kept (here at once).
+        if reconciler.gains_leadership(&tick) {
+            reconciler.kept_read(kept);
         }
         let step = reconciler.step(&tick, observed, &leases);
         replica.last_step = Some(now);
@@ -432,6 +427,29 @@ impl World {
             code,
             message: format!("simulated refusal {code}"),
         };
+        // As the agent: the kept decisions first (a withdrawal is kept before its deletions).
+        if let Some(kept) = &step.keep {
+            let ok = self.write(m, r, false).is_ok();
+            if std::env::var_os("SIM_TRACE").is_some() {
+                eprintln!(
+                    "{:>6.2} s  {} keeps ok={ok} {}",
+                    self.elapsed.as_secs_f64(),
+                    name,
+                    kept.encode()
+                );
+            }
+            if ok {
+                if let Some(member) = self.apis.members.get_mut(&name) {
+                    member.kept = Some(kept.encode());
+                }
+                self.checks.wrote(&name, WriteKind::Kept, self.now());
+            }
+            outcome.kept = Some(if ok {
+                Ok(())
+            } else {
+                Err("simulated refusal".to_owned())
+            });
+        }
         // Hub writes.
         for record in &plan.hub.apply_records {
             let key = ObjectKey::of(&record.metadata);
@@ -663,6 +681,7 @@ impl World {
                     rhythm.grace,
                     &wall,
                     "",
+                    "kept",
                 );
                 if let Ok(lease) = serde_json::from_value(lease) {
                     let hub = &mut self.apis.hub;
@@ -680,24 +699,6 @@ impl World {
                 }
             }
             outcome.renewal = Some(ok);
-        }
-        if let Some(kept) = &step.keep {
-            let ok = self.write(m, r, false).is_ok();
-            if std::env::var_os("SIM_TRACE").is_some() {
-                eprintln!(
-                    "{:>6.2} s  {} keeps ok={ok} {}",
-                    self.elapsed.as_secs_f64(),
-                    name,
-                    kept.encode()
-                );
-            }
-            if ok {
-                if let Some(member) = self.apis.members.get_mut(&name) {
-                    member.kept = Some(kept.encode());
-                }
-                self.checks.wrote(&name, WriteKind::Kept, self.now());
-            }
-            outcome.kept = Some(ok);
         }
         outcome
     }
@@ -882,4 +883,14 @@ fn in_collection(
         && label(atoll_api::labels::ENDPOINTSLICE_MANAGED_BY)
             == Some(atoll_api::labels::ATOLL_ENDPOINTSLICE_MANAGER)
         && label(atoll_api::labels::SOURCE_CLUSTER) == Some(collection.source_cluster.as_str())
+}
+
+/// What an agent reading the kept text `text` takes: unreadable text is copied aside and counts
+/// as absent, as `atoll_agent::kept::read` does.
+pub fn kept_read(text: Option<&str>) -> atoll_core::reconciler::KeptRead {
+    use atoll_core::reconciler::KeptRead;
+    match text.map(atoll_core::liveness::Persisted::parse) {
+        Some(Some(kept)) => KeptRead::Found(kept),
+        Some(None) | None => KeptRead::Absent,
+    }
 }

@@ -43,7 +43,9 @@ pub use heartbeat::{
     Beat, Claim, Heartbeat, MAX_ADVERTISED, copy_claim_name, digest, next_beat, next_epoch,
     publication_digest, record_claim_name,
 };
-pub use persisted::{MAX_SERVICES, Persisted, PersistedSource, Standing, Verdict};
+pub use persisted::{
+    KEPT_SERVICES, MAX_COUNTER, MAX_SERVICES, Persisted, PersistedSource, Standing, Verdict,
+};
 use source::{Published, Source, State, changed_services, services_of};
 
 /// How liveness is judged.
@@ -109,6 +111,11 @@ pub struct Liveness {
     /// Clusters whose objects this importer cannot judge yet (no set matched their claim since
     /// it started): the services they take part in are left as they are.
     pub pinned: BTreeSet<String>,
+    /// Of the pinned clusters, those pinned only because this process has not seen them beat
+    /// yet: what of theirs this member holds stays as it is, but their hub records alone pin
+    /// nothing (a member that holds nothing of them, a new one, imports the other clusters'
+    /// part of a shared service at once, and theirs once they beat).
+    pub unconfirmed: BTreeSet<String>,
     /// This importer cannot see the hub: nothing is withdrawn meanwhile.
     pub blind: bool,
     /// Seconds since each cluster's beat last moved, as seen here.
@@ -225,17 +232,34 @@ impl Tracker {
         }
     }
 
-    /// What a successor needs to continue from this tracker's decisions.
+    /// What a successor needs to continue from this tracker's decisions. The services kept for
+    /// withdrawn clusters share one budget ([`KEPT_SERVICES`]), so what is kept stays small
+    /// whatever the fleet (a regional outage withdraws many clusters at once).
     pub fn persisted(&self) -> Persisted {
+        let withdrawn = self
+            .sources
+            .values()
+            .filter(|s| s.verdict == State::Withdrawn)
+            .count();
+        let share = KEPT_SERVICES / withdrawn.max(1);
         Persisted {
             format: persisted::FORMAT,
             reserved: 0,
             sources: self
                 .sources
                 .iter()
-                .filter_map(|(c, s)| Some((c.clone(), s.persisted()?)))
+                .filter_map(|(c, s)| Some((c.clone(), s.persisted(c == &self.own, share)?)))
                 .collect(),
         }
+    }
+
+    /// The clusters this process has not seen beat yet (their services are left as they are).
+    pub fn unconfirmed(&self) -> Vec<&str> {
+        self.sources
+            .iter()
+            .filter(|(c, s)| *c != &self.own && s.unconfirmed() && s.verdict != State::Withdrawn)
+            .map(|(c, _)| c.as_str())
+            .collect()
     }
 
     /// Takes in what the hub holds now (`now` on this importer's monotonic clock, `wall` the
@@ -305,12 +329,18 @@ impl Tracker {
             let (stale_after, grace) = self.settings.for_source(&source.rhythm);
             let current = by_cluster.get(cluster.as_str()).unwrap_or(&empty);
             let was_pinned = source.pinned;
+            // A silence carried over from a predecessor never withdraws before this process has
+            // itself waited one of the cluster's intervals.
+            source.cap_carried(
+                grace.saturating_sub(
+                    self.settings
+                        .interval
+                        .max(source.rhythm.interval.unwrap_or_default()),
+                ),
+            );
             let judged = source.judge_objects(heartbeat, current, blind, now, wall, grace);
             if let Some(before) = &judged.replaced {
                 changed_services(before.as_ref(), source.held.as_ref(), &mut view.touched);
-            }
-            if source.pinned != was_pinned {
-                services_of(Some(current), &mut view.touched);
             }
             if let Some(wait) = judged.pin_ends_in {
                 soonest(wait);
@@ -322,9 +352,6 @@ impl Tracker {
                 view.liveness
                     .unmatched
                     .insert(cluster.clone(), since.clone());
-            }
-            if source.pinned {
-                view.liveness.pinned.insert(cluster.clone());
             }
 
             let age = source.age(now);
@@ -352,6 +379,17 @@ impl Tracker {
             };
             if verdict == State::Withdrawn {
                 source.withdrawn_until_beat = true;
+                // Withdrawn, not pinned: what it took part in is planned without it.
+                source.unpin();
+            }
+            if source.pinned != was_pinned {
+                services_of(Some(current), &mut view.touched);
+            }
+            if source.pinned {
+                view.liveness.pinned.insert(cluster.clone());
+                if source.unconfirmed() {
+                    view.liveness.unconfirmed.insert(cluster.clone());
+                }
             }
             if verdict != source.verdict {
                 services_of(source.held.as_ref(), &mut view.touched);
@@ -362,7 +400,7 @@ impl Tracker {
                     cluster.clone(),
                     Withdrawal {
                         last_seen: source.last_change_wall.clone(),
-                        services: source.exported_services(),
+                        services: source.exported_services_or(current),
                     },
                 );
                 continue;

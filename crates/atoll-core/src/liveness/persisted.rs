@@ -19,6 +19,21 @@ pub const FORMAT: u32 = 1;
 /// still withdrawn, only not named).
 pub const MAX_SERVICES: usize = 500;
 
+/// Services kept for all withdrawn clusters together: they share this budget, so the kept
+/// decisions stay far below a ConfigMap's 1 MiB when a region of a large fleet is withdrawn
+/// (250 clusters withdrawn keep 8 services each).
+pub const KEPT_SERVICES: usize = 2_000;
+
+/// The largest beat, epoch or reservation taken from what was kept, or from a Lease: far above
+/// any wall clock in milliseconds (about the year 287,000), far below where `u64` arithmetic
+/// could wrap. A larger value is absurd (a hand edit, or corruption) and is refused: taken as
+/// is, it would make beats saturate and never move again.
+pub const MAX_COUNTER: u64 = 1 << 53;
+
+/// Encoded kept decisions larger than this drop the services they name, then the epochs
+/// alone: a ConfigMap holds 1 MiB at most, and nothing kept may stop the agent writing it.
+pub const MAX_ENCODED: usize = 256 * 1024;
+
 /// The importer's decisions, as kept in the member.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Persisted {
@@ -42,6 +57,15 @@ fn is_zero(n: &u64) -> bool {
 pub enum Standing {
     Stale,
     Withdrawn,
+}
+
+/// Why kept decisions could not be taken.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParseError {
+    #[error("not the kept liveness decisions (malformed JSON: {0})")]
+    Malformed(String),
+    #[error("kept in format {0}, this agent reads format {FORMAT}")]
+    Format(u32),
 }
 
 /// One source cluster's entry.
@@ -113,18 +137,66 @@ impl Persisted {
     /// Parses what an agent kept; `None` when it is not ours to read (malformed, or a newer
     /// format).
     pub fn parse(text: &str) -> Option<Self> {
-        let persisted: Self = serde_json::from_str(text).ok()?;
-        (persisted.format == FORMAT).then_some(persisted)
+        Self::parse_checked(text).ok().map(|(p, _)| p)
     }
 
-    /// The text to keep.
+    /// Parses what an agent kept and refuses absurd values (see [`MAX_COUNTER`]): what was
+    /// refused is named in the second part, the rest is taken.
+    pub fn parse_checked(text: &str) -> Result<(Self, Vec<String>), ParseError> {
+        let mut persisted: Self =
+            serde_json::from_str(text).map_err(|e| ParseError::Malformed(e.to_string()))?;
+        if persisted.format != FORMAT {
+            return Err(ParseError::Format(persisted.format));
+        }
+        let mut refused = Vec::new();
+        if persisted.reserved > MAX_COUNTER {
+            refused.push(format!("reserved {}", persisted.reserved));
+            persisted.reserved = 0;
+        }
+        for (cluster, source) in &mut persisted.sources {
+            if source.accepted_epoch > MAX_COUNTER {
+                refused.push(format!(
+                    "{cluster}: acceptedEpoch {}",
+                    source.accepted_epoch
+                ));
+                source.accepted_epoch = 0;
+            }
+            if source.beat.is_some_and(|b| b > MAX_COUNTER) {
+                // Judged at an impossible beat: nothing about when it was judged is believed.
+                refused.push(format!("{cluster}: beat {:?}", source.beat));
+                source.beat = None;
+                source.since = None;
+            }
+        }
+        Ok((persisted, refused))
+    }
+
+    /// The text to keep, at most [`MAX_ENCODED`] bytes: the services withdrawn clusters
+    /// exported go first, then entries that hold only an accepted epoch (an importer loses no
+    /// decision with them: at worst it takes an older claim once after a restart).
     pub fn encode(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        let text = serde_json::to_string(self).unwrap_or_default();
+        if text.len() <= MAX_ENCODED {
+            return text;
+        }
+        let mut smaller = self.clone();
+        for source in smaller.sources.values_mut() {
+            source.services.clear();
+        }
+        let text = serde_json::to_string(&smaller).unwrap_or_default();
+        if text.len() <= MAX_ENCODED {
+            return text;
+        }
+        smaller
+            .sources
+            .retain(|_, s| s.standing.is_some() || s.unmatched.is_some() || s.since.is_some());
+        serde_json::to_string(&smaller).unwrap_or_default()
     }
 
     /// Whether `other` differs in a decision a successor must not lose: a standing, or the beat
-    /// or time it was judged at, an unmatched claim, a reservation. (Accepted epochs alone may
-    /// be kept later, in a batch.)
+    /// or time it was judged at, an unmatched claim, a reservation, or a baseline (a cluster not
+    /// seen to beat since some time) that is not kept yet. (Accepted epochs alone, and baselines
+    /// that end because the cluster beat, may be kept later, in a batch.)
     pub fn decisions_differ(&self, other: &Self) -> bool {
         if self.reserved != other.reserved {
             return true;
@@ -150,7 +222,18 @@ impl Persisted {
                 })
                 .collect()
         };
-        decisions(self) != decisions(other)
+        type Baseline = (String, Option<u64>, Option<String>, i64);
+        let baselines = |p: &Self| -> BTreeSet<Baseline> {
+            p.sources
+                .iter()
+                .filter(|(_, s)| s.standing.is_none())
+                .filter_map(|(c, s)| {
+                    let since = s.since.as_ref()?.0.as_millisecond();
+                    Some((c.clone(), s.beat, s.lease_version.clone(), since))
+                })
+                .collect()
+        };
+        decisions(self) != decisions(other) || !baselines(other).is_subset(&baselines(self))
     }
 
     /// Beat of a source as kept.

@@ -91,14 +91,148 @@ fn a_restarted_importer_keeps_a_withdrawn_cluster_withdrawn_until_it_beats_again
 }
 
 #[test]
-fn without_the_kept_decisions_a_restart_brings_a_dead_cluster_back() {
-    // What the persisted state prevents (the defect this module had): a fresh tracker sees a
-    // dead cluster's Lease for the first time and counts it live.
+fn without_the_kept_decisions_a_restart_brings_no_dead_cluster_back() {
+    // The kept decisions are lost (ConfigMap deleted, unreadable, refused): a fresh tracker
+    // sees a dead cluster's Lease for the first time. It takes nothing of it before it sees it
+    // beat (it is pinned: what it took part in stays as it is) and withdraws it after the grace.
+    // Counting a first sighting as a beat (the defect this replaced) fails at the first look.
     let start = Instant::now();
     let mut hub = Hub::new();
     let mut fresh = Tracker::new("c1", settings());
-    let view = run(&mut fresh, &mut hub, start, (0, 0, 1), |_, h| c2_at(h, 11));
-    assert_eq!(services(&view), ["a", "b"]);
+    for t in (0..=80).step_by(10) {
+        let view = run(&mut fresh, &mut hub, start, (t, t, 1), |_, h| c2_at(h, 11));
+        assert!(
+            !services(&view).contains(&"b".to_owned()),
+            "at {t} s: {:?}",
+            view.liveness
+        );
+        if t <= 60 {
+            assert!(view.liveness.pinned.contains("c2"), "at {t} s");
+        } else {
+            assert!(view.liveness.withdrawn.contains_key("c2"), "at {t} s");
+            assert!(view.liveness.pinned.is_empty(), "withdrawn, not pinned");
+        }
+    }
+}
+
+#[test]
+fn a_lease_that_appears_is_no_beat() {
+    // A restore brings a dead member's Lease back where there was none: that is a baseline,
+    // not a beat; only a change after it counts.
+    let start = Instant::now();
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let view = run(&mut tracker, &mut hub, start, (0, 0, 1), |_, h| {
+        let mut gone = (*c2_at(h, 5)).clone();
+        gone.metadata.name = Some("not-the-heartbeat".into());
+        Arc::new(gone)
+    });
+    assert!(
+        view.records.is_empty(),
+        "nothing is seen to beat at the first look"
+    );
+    let view = run(&mut tracker, &mut hub, start, (10, 10, 1), |_, h| {
+        c2_at(h, 5)
+    });
+    assert_eq!(services(&view), ["a"], "appeared: {:?}", view.liveness);
+    let view = run(&mut tracker, &mut hub, start, (20, 20, 1), |_, h| {
+        c2_at(h, 6)
+    });
+    assert_eq!(services(&view), ["a", "b"], "then beat");
+}
+
+#[test]
+fn a_silence_carries_across_restarts_while_the_lease_shows_the_same_beat() {
+    // An importer restarting every 12 s (a crash loop; heartbeats every 10 s, grace 60 s): each
+    // process keeps when it first saw c2 quiet, and the next carries that silence on while
+    // c2's Lease still holds the same beat, so c2 is withdrawn within the grace plus one
+    // restart period after it went quiet. A clock set forward across a restart carries at most
+    // the grace less one interval: a process waits one interval itself before it withdraws
+    // anything (one that lives less than an interval confirms nothing alive or dead, and
+    // leaves what it imports as it is). Without the carried silence (today's defect: a stale
+    // cluster's clock restarted at every restart) no process withdraws c2.
+    let start = Instant::now();
+    let mut hub = Hub::new();
+    let mut kept = Persisted::default();
+    let mut withdrawn_at = None;
+    for restart in (0..=96).step_by(12) {
+        let now = start + Duration::from_secs(restart);
+        let mut process = Tracker::restored("c1", settings(), &kept, now, &wall(restart));
+        // Each process lives 11 s: it looks at the hub at its start and 11 s later.
+        for t in [restart, restart + 11] {
+            let mut leases = hub.renew(&["c1"]);
+            leases.push(c2_at(&hub, 7));
+            let view = process.update(
+                start + Duration::from_secs(t),
+                &wall(t),
+                &leases,
+                &hub.records,
+                &hub.copies,
+            );
+            assert!(!services(&view).contains(&"b".to_owned()), "at {t} s");
+            if withdrawn_at.is_none() && view.liveness.withdrawn.contains_key("c2") {
+                withdrawn_at = Some(t);
+            }
+        }
+        kept = process.persisted();
+        if withdrawn_at.is_none() {
+            assert_eq!(kept.sources["c2"].since, Some(wall(0)), "at {restart} s");
+        }
+    }
+    let at = withdrawn_at.expect("withdrawn in the crash loop");
+    assert!((61..=72).contains(&at), "withdrawn at {at} s (grace 60 s)");
+
+    // The same, but c2 beat during the restart: its silence starts again.
+    let beaten = Tracker::restored("c1", settings(), &kept, start, &wall(100));
+    let mut beaten = beaten;
+    let mut leases = hub.renew(&["c1"]);
+    leases.push(c2_at(&hub, 8));
+    let view = beaten.update(start, &wall(100), &leases, &hub.records, &hub.copies);
+    assert!(
+        view.liveness.withdrawn.contains_key("c2"),
+        "withdrawn until it beats"
+    );
+
+    // A clock an hour ahead at the restart: the carried silence is capped.
+    let quiet = Persisted {
+        format: 1,
+        reserved: 0,
+        sources: BTreeMap::from([(
+            "c2".to_owned(),
+            PersistedSource {
+                beat: Some(7),
+                since: Some(wall(0)),
+                ..PersistedSource::default()
+            },
+        )]),
+    };
+    let mut ahead = Tracker::restored("c1", settings(), &quiet, start, &wall(3_600));
+    for t in [0, 5, 9] {
+        let mut leases = hub.renew(&["c1"]);
+        leases.push(c2_at(&hub, 7));
+        let view = ahead.update(
+            start + Duration::from_secs(t),
+            &wall(3_600 + t),
+            &leases,
+            &hub.records,
+            &hub.copies,
+        );
+        assert!(
+            view.liveness.withdrawn.is_empty(),
+            "at {t} s: not before one interval of its own: {:?}",
+            view.liveness
+        );
+    }
+    let mut leases = hub.renew(&["c1"]);
+    leases.push(c2_at(&hub, 7));
+    let view = ahead.update(
+        start + Duration::from_secs(11),
+        &wall(3_611),
+        &leases,
+        &hub.records,
+        &hub.copies,
+    );
+    assert!(view.liveness.withdrawn.contains_key("c2"));
 }
 
 #[test]
@@ -161,12 +295,12 @@ fn a_restarted_importer_pins_a_cluster_whose_objects_do_not_match_its_claim() {
     );
     // Past the grace, what is there is taken, and the unmatched claim reported.
     let l = claim_lease.clone();
-    let view = run(&mut second, &mut hub, restart, (70, 70, 10), move |t, _| {
+    let view = run(&mut second, &mut hub, restart, (80, 80, 10), move |t, _| {
         l(100 + t)
     });
     assert!(view.liveness.pinned.is_empty());
-    // (This run's clock reads wall(0) at the restart.)
-    assert_eq!(view.liveness.unmatched.get("c2"), Some(&wall(0)));
+    // Unmatched since this process first saw it beat (this run's clock reads wall(10) then).
+    assert_eq!(view.liveness.unmatched.get("c2"), Some(&wall(10)));
 }
 
 #[test]
@@ -346,7 +480,7 @@ fn an_unmatched_claim_is_reported_after_the_grace_while_the_last_matching_set_st
     let start = Instant::now();
     let mut hub = Hub::new();
     let mut tracker = Tracker::new("c1", settings());
-    run(&mut tracker, &mut hub, start, (0, 0, 1), |_, h| c2_at(h, 1));
+    run(&mut tracker, &mut hub, start, (0, 1, 1), |t, h| c2_at(h, t));
     // c2 publishes a new service but keeps claiming the old set (its write keeps failing, say).
     let old = hub.of("c2");
     hub.records.push(super::tests::record("c2", "c"));
@@ -441,4 +575,106 @@ fn a_withdrawn_cluster_stays_withdrawn_through_blindness_until_it_beats() {
     leases.push(c2_at(&hub, 2));
     let view = tracker.update(at(141), &wall(141), &leases, &hub.records, &hub.copies);
     assert_eq!(services(&view), ["a", "b"]);
+}
+
+#[test]
+fn what_is_kept_stays_far_below_a_config_maps_limit_when_a_whole_fleet_is_withdrawn() {
+    // 250 clusters of 200 services each, all withdrawn at once (a regional outage of a large
+    // fleet): every withdrawn cluster used to keep up to 500 service keys, about 2.4 MB here.
+    // Dropping the shared budget (each keeping its own 500) fails this test.
+    let start = Instant::now();
+    let clusters: Vec<String> = (0..250).map(|i| format!("member-{i:03}")).collect();
+    let records: Vec<Arc<ExportedService>> = clusters
+        .iter()
+        .flat_map(|c| (0..200).map(move |s| super::tests::record(c, &format!("service-{s:03}"))))
+        .collect();
+    let mut tracker = Tracker::new("c1", settings());
+    let leases = |beat: u64, all: bool| -> Vec<Arc<Lease>> {
+        let mut l = vec![beating(lease("c1", 1, None), beat, None)];
+        if all {
+            l.extend(
+                clusters
+                    .iter()
+                    .map(|c| beating(lease(c, 1, None), beat, None)),
+            );
+        }
+        l
+    };
+    for (t, all) in [(0, true), (1, true), (2, false), (90, false)] {
+        let view = tracker.update(
+            start + Duration::from_secs(t),
+            &wall(t),
+            &leases(t + 1, all),
+            &records,
+            &[],
+        );
+        if t == 90 {
+            assert_eq!(view.liveness.withdrawn.len(), 250);
+        }
+    }
+    let kept = tracker.persisted();
+    let text = kept.encode();
+    eprintln!(
+        "kept decisions, 250 clusters x 200 services all withdrawn: {} bytes",
+        text.len()
+    );
+    assert!(text.len() < 200 * 1024, "{} bytes kept", text.len());
+    let services: usize = kept.sources.values().map(|s| s.services.len()).sum();
+    assert!(services <= KEPT_SERVICES, "{services} services kept");
+    assert_eq!(Persisted::parse(&text), Some(kept));
+}
+
+#[test]
+fn absurd_kept_values_are_refused_and_the_rest_taken() {
+    let text = format!(
+        r#"{{"format":1,"reserved":{max},"sources":{{
+            "c2":{{"acceptedEpoch":{max},"beat":{max},"since":"2026-01-01T00:00:00Z","standing":"stale"}},
+            "c3":{{"acceptedEpoch":7,"beat":9,"standing":"withdrawn"}}}}}}"#,
+        max = u64::MAX
+    );
+    let (kept, refused) = Persisted::parse_checked(&text).unwrap();
+    assert_eq!(kept.reserved, 0);
+    assert_eq!(kept.sources["c2"].accepted_epoch, 0);
+    assert_eq!(
+        (kept.sources["c2"].beat, &kept.sources["c2"].since),
+        (None, &None)
+    );
+    assert_eq!(kept.sources["c3"].accepted_epoch, 7, "the rest is taken");
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    assert!(matches!(
+        Persisted::parse_checked("garbage"),
+        Err(super::persisted::ParseError::Malformed(_))
+    ));
+    assert_eq!(
+        Persisted::parse_checked(r#"{"format":2}"#).err(),
+        Some(super::persisted::ParseError::Format(2))
+    );
+}
+
+#[test]
+fn a_new_baseline_is_a_decision_and_one_that_ends_is_not() {
+    let quiet = |since: u64| PersistedSource {
+        beat: Some(7),
+        since: Some(wall(since)),
+        ..PersistedSource::default()
+    };
+    let with = |sources: Vec<(&str, PersistedSource)>| Persisted {
+        format: 1,
+        reserved: 0,
+        sources: sources
+            .into_iter()
+            .map(|(c, s)| (c.to_owned(), s))
+            .collect(),
+    };
+    let none = with(vec![]);
+    let one = with(vec![("c2", quiet(0))]);
+    assert!(
+        none.decisions_differ(&one),
+        "a cluster gone quiet is kept at once"
+    );
+    assert!(
+        !one.decisions_differ(&none),
+        "one that beat again may wait for a batch"
+    );
+    assert!(one.decisions_differ(&with(vec![("c2", quiet(5))])));
 }

@@ -130,11 +130,22 @@ pub(super) struct Source {
     /// The rhythm it last asked for (its Lease's interval and grace), kept while the Lease is
     /// gone.
     pub rhythm: Heartbeat,
-    /// Restored from a predecessor's decisions and not seen to beat since: what the hub holds
-    /// may be a restored backup whose claim is the very one accepted before (same names, older
-    /// contents), so nothing of it is taken until the member shows it is alive (it writes its
-    /// objects before each heartbeat) or the grace passes.
+    /// Not seen to beat by this process yet. Positive evidence: nothing of it is taken until
+    /// this process has seen its Lease change, whatever a predecessor kept or failed to keep (a
+    /// lost, unreadable or refused ConfigMap must not bring a dead cluster back), and the
+    /// services it takes part in stay as they are meanwhile (pinned). What the hub holds may
+    /// also be a restored backup whose claim is the very one accepted before (same names, older
+    /// contents); the member writes its objects before each heartbeat.
     awaiting_beat: bool,
+    /// Whether this process has looked at its Lease yet: the first look is a baseline, never a
+    /// beat.
+    observed: bool,
+    /// Quiet since then at that beat, as a predecessor kept it: if its Lease still holds that
+    /// beat at the first look, the silence counts on (an importer restarting every few seconds
+    /// still withdraws a dead cluster).
+    carry: Option<(Beat, Time)>,
+    /// Silence carried over from a predecessor, added to its age until it beats.
+    carried: Duration,
     /// The services a predecessor recorded for it when withdrawing it.
     restored_services: BTreeSet<ServiceKey>,
     digest: DigestCache,
@@ -157,33 +168,41 @@ impl Source {
             unmatched_reported: None,
             verdict: State::Live,
             rhythm: heartbeat.clone(),
-            awaiting_beat: false,
+            awaiting_beat: true,
+            observed: false,
+            carry: None,
+            carried: Duration::ZERO,
             restored_services: BTreeSet::new(),
             digest: DigestCache::default(),
         }
     }
 
-    /// A cluster as a predecessor left it: withdrawn until it beats again, and no claim older
-    /// than one it accepted.
+    /// A cluster as a predecessor left it: withdrawn until it beats again, no claim older than
+    /// one it accepted, and a silence it recorded carried on if the Lease still shows it.
     pub fn restored(kept: &PersistedSource, now: Instant, wall: &Time) -> Self {
         let mut source = Self::first_seen(&Heartbeat::missing(), now, wall);
-        source.awaiting_beat = true;
         source.last_beat = kept.judged_beat();
         source.accepted_epoch = kept.accepted_epoch;
-        if let Some(since) = &kept.since {
-            source.last_change_wall = since.clone();
-        }
         match kept.standing {
             Some(Standing::Withdrawn) => {
                 source.withdrawn_until_beat = true;
                 source.verdict = State::Withdrawn;
                 source.restored_services = kept.services.clone();
+                if let Some(since) = &kept.since {
+                    source.last_change_wall = since.clone();
+                }
             }
-            // A stale cluster's clock starts again: how long ago it went quiet would have to be
-            // read off two wall clocks (this process's and its predecessor's), and a clock set
-            // forward would then withdraw a live cluster early. It is withdrawn at most one grace
-            // after this restart instead.
-            Some(Standing::Stale) | None => {}
+            // Stale, or not seen to beat by the predecessor: the silence goes on from when it
+            // began only if the Lease still holds the beat it was judged at (the hub itself
+            // shows no beat since), and never to more than the grace less one interval, so a
+            // clock set forward across a restart cannot withdraw a cluster that beats on time.
+            Some(Standing::Stale) | None => {
+                if let Some(since) = &kept.since
+                    && kept.judged_beat() != Beat::Missing
+                {
+                    source.carry = Some((kept.judged_beat(), since.clone()));
+                }
+            }
         }
         source
     }
@@ -200,31 +219,41 @@ impl Source {
         }
     }
 
-    /// What a successor must know of this cluster, if anything.
-    pub fn persisted(&self) -> Option<PersistedSource> {
+    /// What a successor must know of this cluster, if anything: its standing, or, while this
+    /// process has not seen it beat, the beat and time its silence began (a *baseline*; never
+    /// for this importer's own cluster), at most `services` of the services it exported when
+    /// withdrawn, and the newest epoch accepted.
+    pub fn persisted(&self, own: bool, services: usize) -> Option<PersistedSource> {
         let standing = match self.verdict {
             State::Live => None,
             State::Stale => Some(Standing::Stale),
             State::Withdrawn => Some(Standing::Withdrawn),
         };
-        if standing.is_none() && self.accepted_epoch == 0 && self.unmatched_reported.is_none() {
+        let baseline = standing.is_none() && self.awaiting_beat && !own;
+        if standing.is_none()
+            && !baseline
+            && self.accepted_epoch == 0
+            && self.unmatched_reported.is_none()
+        {
             return None;
         }
-        let (beat, lease_version) = match standing {
-            Some(_) => Persisted::beat_of(&self.last_beat),
-            None => (None, None),
+        let (beat, lease_version) = if standing.is_some() || baseline {
+            Persisted::beat_of(&self.last_beat)
+        } else {
+            (None, None)
         };
+        let dated = standing.is_some() || (baseline && (beat.is_some() || lease_version.is_some()));
         Some(PersistedSource {
             beat,
             lease_version,
             standing,
-            since: standing.map(|_| self.last_change_wall.clone()),
+            since: dated.then(|| self.last_change_wall.clone()),
             accepted_epoch: self.accepted_epoch,
             unmatched: self.unmatched_reported.clone(),
             services: if standing == Some(Standing::Withdrawn) {
                 self.exported_services()
                     .into_iter()
-                    .take(MAX_SERVICES)
+                    .take(services.min(MAX_SERVICES))
                     .collect()
             } else {
                 BTreeSet::new()
@@ -235,15 +264,40 @@ impl Source {
     /// Takes in its Lease as seen now: a renewal (a beat above every one seen before) restarts
     /// its clock. A Lease restored from a backup, however many times, carries a beat seen
     /// before and is no heartbeat; the member's own beats only grow, across restarts, new
-    /// leaders and restores (see `crate::reconciler::HeartbeatBook`).
+    /// leaders and restores (see `crate::reconciler::HeartbeatBook`). What this process sees
+    /// first is a baseline, not a beat, and so is a Lease that appears where there was none
+    /// (a restore may bring back a dead member's): only a change after it is evidence.
     pub fn observe_beat(&mut self, heartbeat: &Heartbeat, now: Instant, wall: &Time) {
+        if !self.observed {
+            self.observed = true;
+            if let Some((beat, since)) = self.carry.take()
+                && heartbeat.beat == beat
+            {
+                self.carried = elapsed(&since, wall);
+                self.last_change_wall = since;
+            }
+            if heartbeat.beat.renews(&self.last_beat) {
+                self.last_beat = heartbeat.beat.clone();
+            }
+            return;
+        }
         if heartbeat.beat.renews(&self.last_beat) {
+            let appeared = self.last_beat == Beat::Missing;
+            self.last_beat = heartbeat.beat.clone();
+            if appeared {
+                return;
+            }
             self.last_change = now;
             self.last_change_wall = wall.clone();
-            self.last_beat = heartbeat.beat.clone();
+            self.carried = Duration::ZERO;
             self.withdrawn_until_beat = false;
             self.awaiting_beat = false;
         }
+    }
+
+    /// Caps the silence carried over from a predecessor at `most`.
+    pub fn cap_carried(&mut self, most: Duration) {
+        self.carried = self.carried.min(most);
     }
 
     /// Takes in the rhythm its Lease asks for, when it asks for one.
@@ -256,15 +310,17 @@ impl Source {
         }
     }
 
-    /// How long its beat has not moved.
+    /// How long its beat has not moved (with what a predecessor saw of that silence).
     pub fn age(&self, now: Instant) -> Duration {
         now.saturating_duration_since(self.last_change)
+            .saturating_add(self.carried)
     }
 
     /// This importer sees the hub again after being blind: the clock restarts in full.
     pub fn seen_again(&mut self, now: Instant, wall: &Time) {
         self.last_change = self.last_change.max(now);
         self.last_change_wall = wall.clone();
+        self.carried = Duration::ZERO;
     }
 
     /// Decides which of its objects count: those of `current` when they match its newest claim
@@ -290,9 +346,17 @@ impl Source {
         if blind {
             return judged;
         }
+        if self.awaiting_beat {
+            // Positive evidence: nothing of it counts before this process sees it beat; what it
+            // took part in stays as it is until then, or until the grace withdraws it.
+            if self.held.is_none() {
+                self.pinned = true;
+            }
+            return judged;
+        }
         let ids = identities(current);
         let matches = match &self.claim {
-            Some(c) if c.epoch >= self.accepted_epoch && !self.awaiting_beat => {
+            Some(c) if c.epoch >= self.accepted_epoch => {
                 c.digest == self.digest.digest(current, &ids)
             }
             _ => false,
@@ -350,10 +414,40 @@ impl Source {
         }
     }
 
+    /// The services it exports, or, if it never counted in this process and no predecessor
+    /// recorded them, those its objects on the hub name.
+    pub fn exported_services_or(&self, current: &Published) -> BTreeSet<ServiceKey> {
+        let services = self.exported_services();
+        if services.is_empty() && self.held.is_none() {
+            return current.0.iter().map(|r| keys::of_record(r)).collect();
+        }
+        services
+    }
+
+    /// Whether it is pinned only because this process has not seen it beat yet.
+    pub fn unconfirmed(&self) -> bool {
+        self.awaiting_beat && self.held.is_none()
+    }
+
+    /// No longer pinned (withdrawn: its objects leave, nothing of it stays as it was).
+    pub fn unpin(&mut self) {
+        self.pinned = false;
+    }
+
     /// Whether it holds any object.
     pub fn holds_something(&self) -> bool {
         self.held
             .as_ref()
             .is_some_and(|(r, c)| !r.is_empty() || !c.is_empty())
     }
+}
+
+/// How long before `wall` the moment `since` was, on this process's wall clock (zero if it lies
+/// ahead: a clock set back).
+fn elapsed(since: &Time, wall: &Time) -> Duration {
+    let millis = wall
+        .0
+        .as_millisecond()
+        .saturating_sub(since.0.as_millisecond());
+    Duration::from_millis(u64::try_from(millis).unwrap_or(0))
 }

@@ -114,6 +114,23 @@ impl Hub {
     }
 }
 
+/// Two looks at the hub while both members renew, at `seconds`: the first is this importer's
+/// baseline, the second shows their beats moving (positive evidence), so both count from then
+/// on. Returns the view and the Leases of the second look.
+pub(super) fn confirmed(
+    tracker: &mut Tracker,
+    hub: &mut Hub,
+    now: Instant,
+    seconds: u64,
+) -> (View, Vec<Arc<Lease>>) {
+    let leases = hub.renew(&["c1", "c2"]);
+    let first = tracker.update(now, &wall(seconds), &leases, &hub.records, &hub.copies);
+    assert!(first.records.is_empty(), "nothing before a beat is seen");
+    let leases = hub.renew(&["c1", "c2"]);
+    let view = tracker.update(now, &wall(seconds), &leases, &hub.records, &hub.copies);
+    (view, leases)
+}
+
 pub(super) fn services(view: &View) -> Vec<String> {
     let mut names: Vec<String> = view.records.iter().map(|r| r.spec.name.clone()).collect();
     names.sort();
@@ -126,21 +143,25 @@ fn a_silent_cluster_is_withdrawn_after_the_grace_and_restored_when_it_renews() {
     let mut hub = Hub::new();
     let mut tracker = Tracker::new("c1", settings());
     let at = |s: u64| start + Duration::from_secs(s);
-    let leases = hub.renew(&["c1", "c2"]);
-    let view = tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    let (view, _) = confirmed(&mut tracker, &mut hub, at(0), 0);
     assert_eq!(services(&view), ["a", "b"]);
-    // c2 stops renewing; we keep renewing.
+    // c2 stops renewing (its Lease stays as last seen); we keep renewing.
+    let silent = hub.version;
     let mut t = 0;
     let mut last = view;
     while t < 70 {
         t += 10;
         let mut leases = hub.renew(&["c1"]);
         let (r, s) = hub.of("c2");
-        leases.push(lease("c2", 2, Some((2, &r, &s))));
+        leases.push(lease("c2", silent, Some((u64::from(silent), &r, &s))));
         last = tracker.update(at(t), &wall(t), &leases, &hub.records, &hub.copies);
         if t == 50 {
             assert_eq!(services(&last), ["a", "b"], "within the grace c2 stays");
-            assert!(last.liveness.stale.contains_key("c2"), "but is stale");
+            assert!(
+                last.liveness.stale.contains_key("c2"),
+                "but is stale: {:?}",
+                last.liveness
+            );
         }
     }
     assert_eq!(services(&last), ["a"], "withdrawn after the grace");
@@ -161,8 +182,7 @@ fn nothing_is_withdrawn_while_this_importer_cannot_see_the_hub() {
     let mut hub = Hub::new();
     let mut tracker = Tracker::new("c1", settings());
     let at = |s: u64| start + Duration::from_secs(s);
-    let leases = hub.renew(&["c1", "c2"]);
-    tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    let (_, leases) = confirmed(&mut tracker, &mut hub, at(0), 0);
     // The hub is unreachable for 5 minutes: the view is frozen, no Lease moves, not even ours.
     let view = tracker.update(at(300), &wall(300), &leases, &hub.records, &hub.copies);
     assert!(view.liveness.blind);
@@ -184,8 +204,7 @@ fn a_wiped_or_restored_hub_withdraws_nothing_and_claimed_deletions_apply_at_once
     let mut hub = Hub::new();
     let mut tracker = Tracker::new("c1", settings());
     let at = |s: u64| start + Duration::from_secs(s);
-    let leases = hub.renew(&["c1", "c2"]);
-    tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    confirmed(&mut tracker, &mut hub, at(0), 0);
     // Wiped: records, copies and Leases gone.
     let view = tracker.update(at(1), &wall(1), &[], &[], &[]);
     assert_eq!(services(&view), ["a", "b"], "the last claimed set is kept");
@@ -224,7 +243,7 @@ fn a_wiped_or_restored_hub_withdraws_nothing_and_claimed_deletions_apply_at_once
 }
 
 #[test]
-fn skewed_clocks_do_not_matter_and_unclaimed_members_are_taken_as_they_are() {
+fn skewed_clocks_do_not_matter_and_unclaimed_members_are_taken_as_they_are_once_they_beat() {
     let start = Instant::now();
     let mut tracker = Tracker::new("c1", settings());
     let at = |s: u64| start + Duration::from_secs(s);
@@ -247,7 +266,8 @@ fn skewed_clocks_do_not_matter_and_unclaimed_members_are_taken_as_they_are() {
             &records,
             &[],
         );
-        assert_eq!(services(&view), ["x"], "step {step}");
+        let want: &[&str] = if step == 0 { &[] } else { &["x"] };
+        assert_eq!(services(&view), want, "step {step}");
     }
 }
 
@@ -256,8 +276,7 @@ fn the_next_check_is_when_a_grace_runs_out() {
     let start = Instant::now();
     let mut hub = Hub::new();
     let mut tracker = Tracker::new("c1", settings());
-    let leases = hub.renew(&["c1", "c2"]);
-    let view = tracker.update(start, &wall(0), &leases, &hub.records, &hub.copies);
+    let (view, _) = confirmed(&mut tracker, &mut hub, start, 0);
     let next = view.next_check.unwrap();
     assert!(next <= Duration::from_secs(31), "{next:?}");
     assert!(next >= Duration::from_secs(29), "{next:?}");
@@ -284,8 +303,7 @@ fn a_member_that_leaves_claims_nothing_and_is_withdrawn_at_once_whatever_goes_fi
     let mut hub = Hub::new();
     let mut tracker = Tracker::new("c1", settings());
     let at = |s: u64| start + Duration::from_secs(s);
-    let leases = hub.renew(&["c1", "c2"]);
-    tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    let (_, leases) = confirmed(&mut tracker, &mut hub, at(0), 0);
     // `atoll leave` claims the empty set, then deletes the namespace: the Lease goes first.
     let empty = lease("c2", 99, Some((99, &[], &[])));
     let own = leases[0].clone();
@@ -338,7 +356,10 @@ fn the_view_names_the_services_whose_part_changed_without_an_event_of_theirs() {
     let at = |s: u64| start + Duration::from_secs(s);
     let leases = hub.renew(&["c1", "c2"]);
     let first = tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
-    assert_eq!(touched(&first), ["a", "b"], "everything is new at first");
+    assert_eq!(touched(&first), ["a", "b"], "everything is pinned at first");
+    let leases = hub.renew(&["c1", "c2"]);
+    let beat = tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    assert_eq!(touched(&beat), ["a", "b"], "then seen to beat, taken");
     let leases = hub.renew(&["c1", "c2"]);
     let steady = tracker.update(at(1), &wall(1), &leases, &hub.records, &hub.copies);
     assert!(steady.touched.is_empty() && !steady.touched_everything);

@@ -168,7 +168,7 @@ pub(super) fn plan(
     let mut writes = MemberWrites::default();
     let mut wanted = Wanted::default();
     // Services a pinned source takes part in stay exactly as they are: nothing written, nothing
-    // of theirs deleted.
+    // of theirs deleted but a withdrawn cluster's slices.
     let pinned = super::pinned::pinned_services(observed);
     keep_as_they_are(&pinned, &here, &mut wanted);
     for (key, m) in merged {
@@ -263,8 +263,15 @@ fn keep_as_they_are(keep: &BTreeSet<ServiceKey>, here: &Here<'_>, wanted: &mut W
             wanted.derived.insert(key.clone());
         }
     }
+    // A withdrawal is never held back by a pin: a withdrawn cluster's slices leave a pinned
+    // service too (a cluster not yet seen to beat must not keep a dead one's endpoints in).
+    let withdrawn = |slice: &atoll_api::mcs_slice::McsSlice| {
+        slice
+            .label(labels::SOURCE_CLUSTER)
+            .is_some_and(|c| here.liveness.withdrawn.contains_key(c))
+    };
     for (key, slice) in &here.slices {
-        if keys::of_mcs_slice(slice).is_some_and(|s| keep.contains(&s)) {
+        if !withdrawn(slice) && keys::of_mcs_slice(slice).is_some_and(|s| keep.contains(&s)) {
             wanted.slices.insert(key.clone());
         }
     }

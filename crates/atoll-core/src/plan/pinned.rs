@@ -12,7 +12,8 @@ use super::input::Observed;
 use crate::keys::{of_mcs_slice, of_record};
 
 /// Every service a pinned cluster takes part in, as this member and the hub show it: its MCS
-/// slices here, imports that name it as a source, and its records on the hub now.
+/// slices here, imports that name it as a source, and its records on the hub now (not for a
+/// cluster pinned only because it has not been seen to beat: nothing of it is here to keep).
 pub fn pinned_services(observed: &Observed) -> BTreeSet<ServiceKey> {
     let pinned = &observed.liveness.pinned;
     if pinned.is_empty() {
@@ -45,7 +46,8 @@ pub fn pinned_services(observed: &Observed) -> BTreeSet<ServiceKey> {
             .namespace
             .as_deref()
             .and_then(|ns| ns.strip_prefix(atoll_api::hub::NAMESPACE_PREFIX));
-        if cluster.is_some_and(|c| pinned.contains(c)) {
+        let unconfirmed = |c: &str| observed.liveness.unconfirmed.contains(c);
+        if cluster.is_some_and(|c| pinned.contains(c) && !unconfirmed(c)) {
             services.insert(of_record(record));
         }
     }

@@ -1,25 +1,31 @@
 //! When the leader renews its member's heartbeat Lease on the hub, and what it writes: every
 //! interval, and at once when what it claims changes.
 //!
-//! What a member writes there only grows: each leadership term reserves a block of beats in the
-//! member's own ConfigMap (the kept state: the hub can be restored from a backup, the member's
-//! cluster is the member's) before its first renewal, starting above the last block reserved,
-//! above what the Lease holds and at least at the wall clock in milliseconds (so a member that
-//! never reserved a block, or was joined by `atoll join`, still starts above what came before).
-//! Beats count up within the block; a claim's epoch is the beat it was first written with. So
-//! importers can hold beats and epochs to "only ever higher" without stranding a live member:
-//! restarts, new leaders, restored hubs and clocks set back all leave them growing.
+//! What a member writes there only grows: each leadership term takes a block of beats starting
+//! above the last block kept in the member's own ConfigMap (the kept state: the hub can be
+//! restored from a backup, the member's cluster is the member's), above what the Lease holds
+//! and at least at the wall clock in milliseconds (so a member that never kept a block, or was
+//! joined by `atoll join`, still starts above what came before). Beats count up within the
+//! block; a claim's epoch is the beat it was first written with. So importers can hold beats and
+//! epochs to "only ever higher" without stranding a live member: restarts, new leaders,
+//! restored hubs and clocks set back all leave them growing.
+//!
+//! The block is kept in the member when it can be, but a renewal never waits for that write: a
+//! refused, lost or oversized ConfigMap must not stop the heartbeat (every importer would
+//! withdraw a healthy cluster). Without it, the Lease and the wall clock still keep beats
+//! growing; only a hub restored from a backup *and* a clock set back *and* a lost ConfigMap
+//! together could make a beat repeat, and an importer then waits for the next one.
 
 use std::time::{Duration, Instant};
 
 use atoll_api::hub::{
-    BEAT_ANNOTATION, CLAIM_ANNOTATION, INTERVAL_ANNOTATION, LABEL_CLUSTER, LAST_ERROR_ANNOTATION,
-    LEASE_NAME,
+    BEAT_ANNOTATION, CLAIM_ANNOTATION, INTERVAL_ANNOTATION, KEPT_ANNOTATION, LABEL_CLUSTER,
+    LAST_ERROR_ANNOTATION, LEASE_NAME,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use serde_json::{Value, json};
 
-use crate::liveness::{Beat, Claim, Heartbeat};
+use crate::liveness::{Beat, Claim, Heartbeat, MAX_COUNTER};
 
 /// Beats (and epochs) one leadership term may use before it reserves more: at one renewal a
 /// second, twelve days.
@@ -46,10 +52,8 @@ pub struct HeartbeatBook {
     written: Option<(Renewal, Instant)>,
     /// A renewal handed to the writer and not yet answered.
     pending: Option<Renewal>,
-    /// The block in use (kept in the member).
+    /// The block in use (kept in the member when that write succeeds; used at once either way).
     block: Option<Block>,
-    /// A block being reserved (its write not answered yet).
-    reserving: Option<Block>,
     /// Renewals refused or unanswered in a row, and when the last one was: the next is tried
     /// after a delay that doubles from [`FIRST_RETRY`] up to the interval, not at every step
     /// (an unreachable hub would otherwise be asked many times a second).
@@ -70,38 +74,40 @@ fn millis(wall: &Time) -> u64 {
 }
 
 impl HeartbeatBook {
-    /// The reservation this term needs before it may renew, if it needs one: the end of the
-    /// new block. `reserved` is the end of the last block kept in the member, `lease` the
-    /// member's own Lease as the hub holds it now.
-    pub fn reservation(&mut self, reserved: u64, lease: &Heartbeat, wall: &Time) -> Option<u64> {
-        let exhausted = self.block.is_none_or(|b| b.next > b.last);
-        if !exhausted {
-            return None;
+    /// Takes a new block of beats when this term has none left, starting above `reserved` (the
+    /// end of the last block kept in the member) and above `lease` (the member's own Lease as
+    /// the hub holds it now); returns the end of the block in use, for keeping. Values above
+    /// [`MAX_COUNTER`] are absurd (a hand edit) and do not count.
+    pub fn reserve(&mut self, reserved: u64, lease: &Heartbeat, wall: &Time) -> u64 {
+        if let Some(block) = self.block.filter(|b| b.next <= b.last) {
+            return block.last;
         }
-        if let Some(pending) = self.reserving {
-            return Some(pending.last);
-        }
+        let sane = |n: u64| if n > MAX_COUNTER { 0 } else { n };
         let on_lease = match lease.beat {
-            Beat::Counter(b) => b,
+            Beat::Counter(b) => sane(b),
             _ => 0,
         };
-        let claimed = lease.claim.as_ref().map_or(0, |c| c.epoch);
+        let claimed = lease.claim.as_ref().map_or(0, |c| sane(c.epoch));
         let written = self.written.as_ref().map_or(0, |(r, _)| r.beat);
-        let start = (reserved.max(on_lease).max(claimed).max(written) + 1).max(millis(wall));
+        let start = sane(reserved)
+            .max(on_lease)
+            .max(claimed)
+            .max(written)
+            .saturating_add(1)
+            .max(millis(wall));
         let block = Block {
             next: start,
             last: start.saturating_add(BLOCK - 1),
         };
-        self.reserving = Some(block);
-        Some(block.last)
+        self.block = Some(block);
+        block.last
     }
 
-    /// The writer's answer to the reservation.
-    pub fn reserved(&mut self, ok: bool) {
-        if let Some(block) = self.reserving.take()
-            && ok
-        {
-            self.block = Some(block);
+    /// Drops the block in use if its next beat is not above `reserved` (a block a predecessor
+    /// kept, read only now): the next renewal takes a new block above it.
+    pub fn above(&mut self, reserved: u64) {
+        if self.block.is_some_and(|b| b.next <= reserved) {
+            self.block = None;
         }
     }
 
@@ -122,7 +128,7 @@ impl HeartbeatBook {
         }
         let block = self.block.as_mut().filter(|b| b.next <= b.last)?;
         let beat = block.next;
-        block.next += 1;
+        block.next = block.next.saturating_add(1);
         let claim = match last {
             Some((r, _)) if r.claim.digest == digest => r.claim.clone(),
             _ => Claim {
@@ -164,11 +170,6 @@ impl HeartbeatBook {
         }
     }
 
-    /// Whether this term may renew (its block is kept and not used up).
-    pub fn active(&self) -> bool {
-        self.block.is_some_and(|b| b.next <= b.last)
-    }
-
     /// Leadership lost: a successor reserves its own block and continues from the Lease.
     pub fn reset(&mut self) {
         *self = Self::default();
@@ -183,6 +184,7 @@ pub fn lease(
     grace: Duration,
     wall: &Time,
     last_error: &str,
+    kept: &str,
 ) -> Value {
     json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -195,6 +197,7 @@ pub fn lease(
                 BEAT_ANNOTATION: renewal.beat.to_string(),
                 INTERVAL_ANNOTATION: interval.as_secs().max(1).to_string(),
                 LAST_ERROR_ANNOTATION: last_error,
+                KEPT_ANNOTATION: kept,
             },
         },
         "spec": {
@@ -218,31 +221,57 @@ mod tests {
 
     fn started(reserved: u64, lease: &Heartbeat, wall_ms: i64) -> (HeartbeatBook, u64) {
         let mut book = HeartbeatBook::default();
-        let end = book
-            .reservation(reserved, lease, &wall(wall_ms))
-            .unwrap_or_default();
-        book.reserved(true);
+        let end = book.reserve(reserved, lease, &wall(wall_ms));
         (book, end)
     }
 
     #[test]
-    fn nothing_is_renewed_before_the_terms_block_is_kept() {
+    fn a_term_renews_at_once_whether_or_not_its_block_is_kept() {
+        // The block is kept in the member's ConfigMap when that write succeeds; a refused write
+        // (an admission policy, a quota, RBAC from an older join) must not stop the heartbeat.
         let start = Instant::now();
         let mut book = HeartbeatBook::default();
-        let end = book.reservation(0, &Heartbeat::missing(), &wall(1_000));
-        assert_eq!(end, Some(1_000 + BLOCK - 1));
-        assert!(book.due("d1", INTERVAL, start).is_none(), "not kept yet");
-        book.reserved(false);
-        assert!(
-            book.due("d1", INTERVAL, start).is_none(),
-            "the write failed"
+        let end = book.reserve(0, &Heartbeat::missing(), &wall(1_000));
+        assert_eq!(end, 1_000 + BLOCK - 1);
+        let first = book.due("d1", INTERVAL, start);
+        assert_eq!(
+            first.map(|r| r.beat),
+            Some(1_000),
+            "renewed before any keep write"
         );
-        assert!(
-            book.reservation(0, &Heartbeat::missing(), &wall(1_001))
-                .is_some()
+        assert_eq!(
+            book.reserve(0, &Heartbeat::missing(), &wall(1_001)),
+            end,
+            "the block in use is kept, not a new one"
         );
-        book.reserved(true);
-        assert!(book.due("d1", INTERVAL, start).is_some());
+    }
+
+    #[test]
+    fn absurd_counters_do_not_count_and_nothing_wraps() {
+        let absurd = Heartbeat {
+            beat: Beat::Counter(u64::MAX),
+            claim: Some(Claim {
+                epoch: u64::MAX,
+                digest: "d0".into(),
+            }),
+            interval: None,
+            grace: None,
+        };
+        let (mut book, end) = started(u64::MAX, &absurd, 5_000);
+        assert_eq!(end, 5_000 + BLOCK - 1, "starts at the wall clock");
+        let r = book.due("d1", INTERVAL, Instant::now()).unwrap();
+        assert_eq!(r.beat, 5_000);
+        // At the top of the sane range, blocks and beats still grow without wrapping.
+        let top = Heartbeat {
+            beat: Beat::Counter(MAX_COUNTER),
+            ..absurd
+        };
+        let (mut book, end) = started(0, &top, 0);
+        assert_eq!(end, MAX_COUNTER + BLOCK);
+        assert_eq!(
+            book.due("d1", INTERVAL, Instant::now()).unwrap().beat,
+            MAX_COUNTER + 1
+        );
     }
 
     #[test]
@@ -361,6 +390,7 @@ mod tests {
             Duration::from_secs(60),
             &wall(0),
             "",
+            "kept",
         );
         let parsed: k8s_openapi::api::coordination::v1::Lease =
             serde_json::from_value(l).unwrap_or_default();

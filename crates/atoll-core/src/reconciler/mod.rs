@@ -28,7 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 pub use books::Books;
 pub use claims::{Answer, ClaimBook, HubWriteResult};
 pub use heartbeat::{HeartbeatBook, Renewal, lease as heartbeat_lease};
-pub use keep::{EPOCH_BATCH, KeepBook};
+pub use keep::{EPOCH_BATCH, KeepBook, Keeping, keeping_text};
 
 use crate::caps::{Caps, Limits, OverLimit};
 use crate::dirty::{Batch, DirtyQueue, Retries};
@@ -107,6 +107,8 @@ pub struct Step {
     pub renewal: Option<Renewal>,
     /// The liveness decisions to keep in the member.
     pub keep: Option<Persisted>,
+    /// How keeping them stands (for the agent's status, metrics and Events).
+    pub keeping: Keeping,
     /// The liveness view of this step and what changed since the last.
     pub liveness: Liveness,
     pub news: News,
@@ -123,8 +125,8 @@ pub struct Outcome {
     pub hub: Vec<HubWriteResult>,
     /// Whether the renewal was written (`None`: there was none, or it was not attempted).
     pub renewal: Option<bool>,
-    /// Whether the kept decisions were written.
-    pub kept: Option<bool>,
+    /// Whether the kept decisions were written (`Err`: the API's message).
+    pub kept: Option<Result<(), String>>,
 }
 
 /// The agent's decisions across passes.
@@ -154,16 +156,39 @@ pub struct Reconciler {
     last_liveness: Liveness,
     /// The scope of the step whose outcome is awaited.
     awaiting: Option<Option<BTreeSet<ServiceKey>>>,
+    /// Whether a step has run (a replica that leads from its first step has just read what
+    /// the member holds).
+    stepped: bool,
+    /// Whether what the member holds was read since the last step (a new leader that read it
+    /// just before its first leading step need not wait for another read).
+    read_since_step: bool,
+}
+
+/// What reading the kept decisions in the member gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeptRead {
+    /// What a predecessor kept.
+    Found(Persisted),
+    /// Nothing: a new member (the ConfigMap is not there).
+    Absent,
+    /// It could not be read (an error, a timeout, no permission) or not taken yet: every
+    /// cluster is judged afresh, and nothing is kept until a read succeeds.
+    Unreadable,
 }
 
 impl Reconciler {
-    /// A reconciler that continues from the liveness decisions `kept` in the member (`None`:
-    /// none were kept, a new member), started at `now`.
-    pub fn new(config: Config, kept: Option<Persisted>, now: Instant, wall: &Time) -> Self {
+    /// A reconciler that continues from the liveness decisions `kept` in the member, started
+    /// at `now`. Whatever they say or lack, no cluster is used before this process has seen it
+    /// beat (see `crate::liveness`): they carry history, safety does not depend on them.
+    pub fn new(config: Config, kept: KeptRead, now: Instant, wall: &Time) -> Self {
         let own = config.member.id.as_str().to_owned();
-        let tracker = match &kept {
-            Some(p) => Tracker::restored(&own, config.liveness, p, now, wall),
-            None => Tracker::new(&own, config.liveness),
+        let (tracker, keep) = match kept {
+            KeptRead::Found(p) => (
+                Tracker::restored(&own, config.liveness, &p, now, wall),
+                KeepBook::found(Some(p)),
+            ),
+            KeptRead::Absent => (Tracker::new(&own, config.liveness), KeepBook::found(None)),
+            KeptRead::Unreadable => (Tracker::new(&own, config.liveness), KeepBook::unread()),
         };
         let mut queue = DirtyQueue::default();
         queue.mark_everything();
@@ -176,7 +201,7 @@ impl Reconciler {
             tracker,
             claims: ClaimBook::default(),
             heartbeat: HeartbeatBook::default(),
-            keep: KeepBook::found(kept),
+            keep,
             caps,
             node_addresses: BTreeMap::new(),
             announced: BTreeSet::new(),
@@ -186,19 +211,43 @@ impl Reconciler {
             pinned: BTreeSet::new(),
             last_liveness: Liveness::default(),
             awaiting: None,
+            stepped: false,
+            read_since_step: false,
         }
     }
 
-    /// Whether a step at `tick` makes this replica the leader (it then reads what its
-    /// predecessor kept and hands it to [`adopt`](Self::adopt) first).
+    /// Whether a step at `tick` makes this replica the leader after it stood by (it then reads
+    /// what its predecessor kept and hands it to [`kept_read`](Self::kept_read); nothing is
+    /// kept until then).
     pub fn gains_leadership(&self, tick: &Tick) -> bool {
-        tick.leading && !self.led
+        tick.leading && !self.led && self.stepped
     }
 
-    /// Takes over the liveness decisions a predecessor kept since this replica last looked.
-    pub fn adopt(&mut self, kept: &Persisted) {
-        self.tracker.adopt(kept);
-        self.keep = KeepBook::found(Some(kept.clone()));
+    /// What a (new) read of the kept decisions gave: a predecessor's decisions are taken over
+    /// (clusters it withdrew stay withdrawn until they beat, no claim older than one it
+    /// accepted counts), and keeping may write again.
+    pub fn kept_read(&mut self, kept: KeptRead) {
+        match kept {
+            KeptRead::Found(p) => {
+                self.tracker.adopt(&p);
+                // Beats continue above the block a predecessor kept, if this term's are below.
+                self.heartbeat.above(p.reserved);
+                self.keep = KeepBook::found(Some(p));
+            }
+            KeptRead::Absent => self.keep = KeepBook::found(None),
+            KeptRead::Unreadable => return,
+        }
+        self.read_since_step = true;
+    }
+
+    /// How keeping the liveness decisions stands.
+    pub fn keeping(&self) -> Keeping {
+        self.keep.keeping()
+    }
+
+    /// The source clusters this process has not seen beat yet.
+    pub fn unconfirmed(&self) -> Vec<&str> {
+        self.tracker.unconfirmed()
     }
 
     /// The marks of watch events since the last step.
@@ -237,12 +286,9 @@ impl Reconciler {
             .flatten()
             .min();
         if self.led {
-            // A term whose block of beats is not kept yet tries again soon.
-            let reserve = (!self.heartbeat.active()).then_some(Duration::from_millis(500));
             let leader = [
                 self.heartbeat.next_due(self.config.liveness.interval, now),
                 self.keep.next_due(&self.tracker.persisted(), now),
-                reserve,
             ];
             wake = wake.into_iter().chain(leader.into_iter().flatten()).min();
         }
@@ -265,6 +311,12 @@ impl Reconciler {
         if everything_due || (tick.leading && !self.led) || safety_due {
             self.queue.mark_everything();
         }
+        if self.gains_leadership(tick) && !self.read_since_step {
+            // A predecessor may have kept decisions since this replica read them.
+            self.keep = KeepBook::unread();
+        }
+        self.stepped = true;
+        self.read_since_step = false;
         if !tick.leading {
             // A successor continues from what the hub holds.
             self.heartbeat.reset();
@@ -359,6 +411,7 @@ impl Reconciler {
             over: capped.over,
             renewal: None,
             keep: None,
+            keeping: self.keep.keeping(),
             liveness,
             news,
         };
@@ -379,21 +432,19 @@ impl Reconciler {
                 .map(|r| r.version.clone())
                 .collect();
             let mut current = self.tracker.persisted();
-            current.reserved = self.keep.reserved();
-            // A term reserves its block of beats (kept in the member) before it renews.
-            match self
+            // The term's block of beats is kept with the decisions, but the renewal never waits
+            // for that write (see `heartbeat`).
+            let kept_reserved = self.keep.reserved();
+            let block_end = self
                 .heartbeat
-                .reservation(current.reserved, &own_lease, &tick.wall)
-            {
-                Some(end) => current.reserved = end,
-                None => {
-                    let digest = self.claims.digest(&self.books.published);
-                    step.renewal = self
-                        .heartbeat
-                        .due(&digest, self.config.liveness.interval, now);
-                }
-            }
+                .reserve(kept_reserved, &own_lease, &tick.wall);
+            current.reserved = kept_reserved.max(block_end);
+            let digest = self.claims.digest(&self.books.published);
+            step.renewal = self
+                .heartbeat
+                .due(&digest, self.config.liveness.interval, now);
             step.keep = self.keep.due(&current, now);
+            step.keeping = self.keep.keeping();
             self.awaiting = Some(step.scope.clone());
         }
         step
@@ -404,13 +455,17 @@ impl Reconciler {
         let Some(scope) = self.awaiting.take() else {
             return;
         };
-        self.claims.record(&outcome.hub);
+        self.claims.record(&outcome.hub, now);
         if let Some(ok) = outcome.renewal {
             self.heartbeat.answered(ok, now);
+            if ok {
+                // The hub takes this member's writes: a name whose own write keeps failing
+                // (a webhook down) is bounded like a refusal (`claims`).
+                self.claims.hub_took_write(now);
+            }
         }
-        if let Some(ok) = outcome.kept {
-            self.keep.answered(ok, now);
-            self.heartbeat.reserved(ok);
+        if let Some(result) = outcome.kept {
+            self.keep.answered(result, now);
         }
         // A new kind of failure changes what the next plan says (a condition): plan those
         // services again at once rather than after the retry delay.

@@ -90,47 +90,109 @@ fn tick(start: Instant, seconds: u64, leading: bool) -> Tick {
 #[test]
 fn a_standby_plans_but_carries_no_write_and_a_new_leader_covers_everything() {
     let start = Instant::now();
-    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
     // The stores hand out the same object until it changes.
     let records = vec![record("c2", "a")];
-    let step = r.step(&tick(start, 0, false), observed(records.clone()), &[]);
+    let leases = |beat: u64| [beat_lease("c1", beat), beat_lease("c2", beat)];
+    let step = r.step(
+        &tick(start, 0, false),
+        observed(records.clone()),
+        &leases(1),
+    );
     assert!(!step.lead && step.renewal.is_none() && step.keep.is_none());
     assert!(step.scope.is_none(), "the first step covers everything");
-    let step = r.step(&tick(start, 1, false), observed(records.clone()), &[]);
+    assert!(
+        step.liveness.pinned.contains("c2"),
+        "not seen to beat yet: {:?}",
+        step.liveness
+    );
+    let step = r.step(
+        &tick(start, 1, false),
+        observed(records.clone()),
+        &leases(1),
+    );
     assert_eq!(
         step.scope,
         Some(BTreeSet::new()),
         "nothing marked: nothing to plan"
     );
-    let step = r.step(&tick(start, 2, true), observed(records), &[]);
+    let step = r.step(&tick(start, 2, true), observed(records), &leases(2));
     assert!(
         step.lead && step.scope.is_none(),
         "leadership gained: everything"
     );
+    assert!(step.liveness.pinned.is_empty(), "both seen to beat");
     assert!(step.plan.writes() > 0);
-    // The term first keeps its block of beats in the member; then it renews.
-    let reserved = step.keep.as_ref().map_or(0, |k| k.reserved);
-    assert!(step.renewal.is_none() && reserved > 0, "{:?}", step.keep);
+    // The term renews at once; it keeps nothing before it has read what its predecessor
+    // kept (a write now could overwrite decisions it never saw).
+    let renewal = step
+        .renewal
+        .expect("the leader renews the heartbeat at once");
+    assert!(step.keep.is_none());
+    assert_eq!(step.keeping, Keeping::Unread);
     r.outcome(
         Outcome {
-            kept: Some(true),
+            renewal: Some(true),
             ..Default::default()
         },
         start + Duration::from_secs(2),
     );
+    r.kept_read(KeptRead::Absent);
     let step = r.step(
         &tick(start, 3, true),
         observed(vec![record("c2", "a")]),
-        &[],
+        &leases(3),
     );
-    let renewal = step.renewal.expect("the leader renews the heartbeat");
+    // Then it keeps its block of beats, the one the renewal came from.
+    let reserved = step.keep.as_ref().map_or(0, |k| k.reserved);
     assert!(renewal.beat + super::heartbeat::BLOCK > reserved && renewal.beat <= reserved);
+}
+
+#[test]
+fn a_refused_keep_write_stops_no_renewal() {
+    // The member's ConfigMap refuses every write (an admission policy): renewals go on every
+    // interval, keeping is retried with a growing delay and reported. A renewal that waits
+    // for the keep write (the defect this replaces) fails this test.
+    let start = Instant::now();
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
+    let mut renewals = 0;
+    let mut keeps = 0;
+    for s in 0..30 {
+        let step = r.step(
+            &tick(start, s, true),
+            observed(vec![]),
+            &[beat_lease("c1", s + 1)],
+        );
+        renewals += usize::from(step.renewal.is_some());
+        keeps += usize::from(step.keep.is_some());
+        r.outcome(
+            Outcome {
+                renewal: step.renewal.as_ref().map(|_| true),
+                kept: step
+                    .keep
+                    .as_ref()
+                    .map(|_| Err("denied by policy".to_owned())),
+                ..Default::default()
+            },
+            start + Duration::from_secs(s),
+        );
+    }
+    assert_eq!(renewals, 15, "one per 2 s interval");
+    assert!(
+        (3..=8).contains(&keeps),
+        "retried with a growing delay: {keeps}"
+    );
+    assert!(
+        matches!(r.keeping(), Keeping::Failing { failures, .. } if failures as usize == keeps),
+        "{:?}",
+        r.keeping()
+    );
 }
 
 #[test]
 fn a_restarted_agent_continues_from_the_kept_decisions() {
     let start = Instant::now();
-    let mut first = Reconciler::new(config("c1"), None, start, &wall(0));
+    let mut first = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
     let records = vec![record("c2", "a")];
     first.step(
         &tick(start, 0, true),
@@ -140,7 +202,7 @@ fn a_restarted_agent_continues_from_the_kept_decisions() {
     first.outcome(
         Outcome {
             renewal: Some(true),
-            kept: Some(true),
+            kept: Some(Ok(())),
             ..Default::default()
         },
         start,
@@ -159,7 +221,7 @@ fn a_restarted_agent_continues_from_the_kept_decisions() {
         first.outcome(
             Outcome {
                 renewal: Some(true),
-                kept: step.keep.as_ref().map(|_| true),
+                kept: step.keep.as_ref().map(|_| Ok(())),
                 ..Default::default()
             },
             start + Duration::from_secs(s),
@@ -174,7 +236,7 @@ fn a_restarted_agent_continues_from_the_kept_decisions() {
 
     // A new process starts from it: c2 stays withdrawn.
     let restart = start + Duration::from_secs(20);
-    let mut second = Reconciler::new(config("c1"), Some(kept), restart, &wall(20));
+    let mut second = Reconciler::new(config("c1"), KeptRead::Found(kept), restart, &wall(20));
     let step = second.step(
         &Tick {
             now: restart,
@@ -200,7 +262,7 @@ fn a_restarted_agent_continues_from_the_kept_decisions() {
 #[test]
 fn failed_writes_are_retried_on_their_own_schedule_and_change_the_next_plan_at_once() {
     let start = Instant::now();
-    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
     let step = r.step(&tick(start, 0, true), observed(vec![]), &[]);
     assert!(step.scope.is_none());
     let key = ServiceKey::new("demo", "a");
@@ -227,7 +289,7 @@ fn failed_writes_are_retried_on_their_own_schedule_and_change_the_next_plan_at_o
 #[test]
 fn idle_steps_write_nothing_but_the_heartbeat() {
     let start = Instant::now();
-    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
     let mut writes = Vec::new();
     for s in 0..10 {
         let step = r.step(
@@ -243,15 +305,15 @@ fn idle_steps_write_nothing_but_the_heartbeat() {
         r.outcome(
             Outcome {
                 renewal: step.renewal.as_ref().map(|_| true),
-                kept: step.keep.as_ref().map(|_| true),
+                kept: step.keep.as_ref().map(|_| Ok(())),
                 ..Default::default()
             },
             start + Duration::from_secs(s),
         );
     }
-    // The first step keeps the term's block of beats (and the accepted epochs); after that,
-    // nothing but a renewal per interval.
-    assert_eq!(writes[0], (0, false, true), "{writes:?}");
+    // The first step renews and keeps the term's block of beats (and the accepted epochs);
+    // after that, nothing but a renewal per interval.
+    assert_eq!(writes[0], (0, true, true), "{writes:?}");
     assert!(
         writes[1..].iter().all(|(w, _, k)| *w == 0 && !k),
         "{writes:?}"
@@ -259,14 +321,14 @@ fn idle_steps_write_nothing_but_the_heartbeat() {
     let renewals = writes.iter().filter(|(_, h, _)| *h).count();
     assert_eq!(
         renewals, 5,
-        "one renewal per 2 s interval from 1 s to 10 s: {writes:?}"
+        "one renewal per 2 s interval from 0 s to 10 s: {writes:?}"
     );
 }
 
 #[test]
 fn a_change_of_the_members_node_addresses_covers_every_service() {
     let start = Instant::now();
-    let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
     let records = vec![record("c2", "a"), record("c2", "b")];
     let with_nodes = |nodes: &[(&str, &str)]| Observed {
         node_addresses: nodes
@@ -356,10 +418,11 @@ fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
         }
     };
     // This member's own beat moves too: an importer that cannot see its own withdraws nothing.
+    // c2 beats once (so this importer has seen it alive) and stops.
     let leases = |seconds: u64| {
         [
             beat_lease("c1", seconds + 1),
-            beat_lease("c2", 1),
+            beat_lease("c2", seconds.min(1) + 1),
             beat_lease("c3", seconds + 1),
         ]
     };
@@ -370,9 +433,10 @@ fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
             .collect()
     };
     let withdrawal_step = |outside: bool| {
-        let mut r = Reconciler::new(config("c1"), None, start, &wall(0));
+        let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
         let step = r.step(&tick(start, 0, false), world(outside), &leases(0));
         assert!(step.scope.is_none(), "the first step covers everything");
+        r.step(&tick(start, 1, false), world(outside), &leases(1));
         let later = GRACE.as_secs() + 8;
         let step = r.step(&tick(start, later, false), world(outside), &leases(later));
         assert!(

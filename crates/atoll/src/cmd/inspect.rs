@@ -99,9 +99,10 @@ async fn connect(target: &Target) -> anyhow::Result<Clients> {
     Ok(Clients { member, id, hub })
 }
 
-/// Each member with a heartbeat Lease on the hub, and its last error annotation (the Lease's
-/// renewTime is never compared with this machine's clock: the verdicts are the agent's).
-async fn heartbeats(hub: &Client) -> anyhow::Result<BTreeMap<String, String>> {
+/// Each member with a heartbeat Lease on the hub, its last error annotation and how keeping its
+/// liveness decisions stands (the Lease's renewTime is never compared with this machine's
+/// clock: the verdicts are the agent's).
+async fn heartbeats(hub: &Client) -> anyhow::Result<BTreeMap<String, (String, String)>> {
     let leases = Api::<Lease>::all(hub.clone())
         .list(&ListParams::default().fields(&format!("metadata.name={LEASE_NAME}")))
         .await
@@ -119,7 +120,12 @@ async fn heartbeats(hub: &Client) -> anyhow::Result<BTreeMap<String, String>> {
                 .get(LAST_ERROR_ANNOTATION)
                 .cloned()
                 .unwrap_or_default();
-            Some((cluster, error))
+            let kept = l
+                .annotations()
+                .get(hub::KEPT_ANNOTATION)
+                .cloned()
+                .unwrap_or_default();
+            Some((cluster, (error, kept)))
         })
         .collect())
 }
@@ -128,7 +134,10 @@ async fn heartbeats(hub: &Client) -> anyhow::Result<BTreeMap<String, String>> {
 /// never judged a cluster stale or withdrawn keeps none).
 async fn kept(member: &Client, namespace: &str) -> Option<atoll_core::liveness::Persisted> {
     let key = atoll_api::keys::ObjectKey::new(namespace, atoll_agent::kept::CONFIG_MAP);
-    atoll_agent::kept::read(member, &key).await.ok().flatten()
+    match atoll_agent::kept::look(member, &key).await {
+        Ok(atoll_agent::kept::Stored::Found(kept, _)) => Some(kept),
+        _ => None,
+    }
 }
 
 /// A verdict as `atoll status` shows it.
@@ -153,6 +162,8 @@ struct MemberRow {
     heartbeat_lease: bool,
     exports: usize,
     last_error: String,
+    /// How keeping its agent's liveness decisions stands (`kept`, `unread`, `failing ...`).
+    kept_decisions: String,
     /// What of its publication this member's agent leaves out (`object (reason): why`).
     ignored: Vec<String>,
 }
@@ -235,7 +246,8 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
                 exports,
                 state: verdict_text(&verdict),
                 heartbeat_lease: beats.contains_key(&id),
-                last_error: beats.get(&id).cloned().unwrap_or_default(),
+                last_error: beats.get(&id).map(|b| b.0.clone()).unwrap_or_default(),
+                kept_decisions: beats.get(&id).map(|b| b.1.clone()).unwrap_or_default(),
                 id,
             }
         })
@@ -369,6 +381,12 @@ fn print_status(s: &Status) {
                 printable(&m.last_error)
             }
         );
+        if !m.kept_decisions.is_empty() && m.kept_decisions != "kept" {
+            println!(
+                "      liveness decisions not kept: {} (heartbeats and imports go on)",
+                printable(&m.kept_decisions)
+            );
+        }
         for line in m.ignored.iter().take(IGNORED_SHOWN) {
             println!("      ignored: {}", printable(line));
         }
