@@ -206,6 +206,9 @@ pub async fn run_loop(
             keeping
                 .report(&reconciler.keeping(), config, &context)
                 .await;
+        } else {
+            // Only the leader keeps: a standby has nothing unsaved.
+            m.kept_unsaved.set(0);
         }
         m.dirty_services.set(reconciler.waiting().map_or(-1, gauge));
         telemetry.readiness.done(FIRST_PASS);

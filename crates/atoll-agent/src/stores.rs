@@ -237,16 +237,47 @@ impl Stores {
             node_addresses: atoll_core::validate::node_addresses(
                 self.nodes.state().iter().map(|n| n.as_ref()),
             ),
+            unlisted: self.unlisted(),
         }
     }
 
-    /// Resolves once every watch has listed once; each is marked done in `readiness` when it
-    /// has (for `/readyz`; the log repeats the waiting ones every 10 s). Fails, naming the
+    /// The member's MCS watches (ServiceExports, ServiceImports) that have not listed yet.
+    pub fn unlisted(&self) -> Vec<&'static str> {
+        let listed = |ready: Option<Result<(), _>>| ready.is_some_and(|r| r.is_ok());
+        let mut unlisted = Vec::new();
+        if !listed(self.exports.wait_until_ready().now_or_never()) {
+            unlisted.push(WATCH_EXPORTS);
+        }
+        if !listed(self.imports.wait_until_ready().now_or_never()) {
+            unlisted.push(WATCH_IMPORTS);
+        }
+        unlisted
+    }
+
+    /// Resolves once every watch has listed once, but the member's MCS watches
+    /// (ServiceExports, ServiceImports), which it waits for at most [`MCS_WAIT`]: while those
+    /// cannot list (the CRDs missing or not served, no permission), the agent runs held (it
+    /// plans nothing and its claim holds what the hub holds) so that its heartbeat goes on and
+    /// no importer drops its exports. Each watch is marked done in `readiness` when it has
+    /// listed (for `/readyz`; the log repeats the waiting ones every 10 s). Fails, naming the
     /// watch, if one ends before its first list: nothing may be written then, since missing
     /// objects would look deleted.
     pub async fn wait_until_ready(&self, readiness: &Readiness) -> Result<(), WatchEnded> {
+        let mcs = tokio::spawn({
+            let (r, exports, imports) = (
+                readiness.clone(),
+                self.exports.clone(),
+                self.imports.clone(),
+            );
+            async move {
+                futures::future::join(
+                    mark_listed(&r, WATCH_EXPORTS, exports.wait_until_ready()),
+                    mark_listed(&r, WATCH_IMPORTS, imports.wait_until_ready()),
+                )
+                .await
+            }
+        });
         let mut waits = vec![
-            (WATCH_EXPORTS, listed(self.exports.wait_until_ready())),
             (WATCH_SERVICES, listed(self.services.wait_until_ready())),
             (
                 WATCH_SERVICE_SLICES,
@@ -254,7 +285,6 @@ impl Stores {
             ),
             (WATCH_MCS_SLICES, listed(self.mcs_slices.wait_until_ready())),
             (WATCH_NAMESPACES, listed(self.namespaces.wait_until_ready())),
-            (WATCH_IMPORTS, listed(self.imports.wait_until_ready())),
             (WATCH_RECORDS, listed(self.records.wait_until_ready())),
             (WATCH_HUB_SLICES, listed(self.hub_slices.wait_until_ready())),
             (WATCH_POLICIES, listed(self.policies.wait_until_ready())),
@@ -278,7 +308,10 @@ impl Stores {
         let mut all = std::pin::pin!(all);
         loop {
             tokio::select! {
-                result = &mut all => return result.map(|_| ()),
+                result = &mut all => {
+                    result?;
+                    break;
+                }
                 () = tokio::time::sleep(Duration::from_secs(10)) => {
                     tracing::warn!(
                         watches = %readiness.waiting().join(", "),
@@ -287,6 +320,27 @@ impl Stores {
                 }
             }
         }
+        if tokio::time::timeout(MCS_WAIT, mcs).await.is_err() {
+            tracing::warn!(
+                watches = %self.unlisted().join(", "),
+                "the member's MCS watches have not listed (ServiceExport or ServiceImport CRD missing or not served, or no permission): running held, planning nothing and claiming what the hub holds, so the heartbeat goes on and importers keep this member's exports"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// How long the agent waits for the member's MCS watches before it runs held.
+pub const MCS_WAIT: Duration = Duration::from_secs(2);
+
+/// Marks `name` done in `readiness` once `wait` resolves (the store has listed).
+async fn mark_listed<E>(
+    readiness: &Readiness,
+    name: &'static str,
+    wait: impl std::future::Future<Output = Result<(), E>>,
+) {
+    if wait.await.is_ok() {
+        readiness.done(name);
     }
 }
 

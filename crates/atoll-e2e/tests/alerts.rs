@@ -6,6 +6,8 @@
 //! - a forged record (a member's record claiming another cluster) → AtollMemberRecordsRejected;
 //! - a hub write that keeps failing (a ResourceQuota on endpoint copies) →
 //!   AtollExportsUnpublishable and AtollAPIWritesFailing;
+//! - c3's kept liveness decisions refused by an admission policy →
+//!   AtollLivenessDecisionsNotKept (its heartbeat goes on: no AtollMemberWithdrawn);
 //! - an agent stopped past the grace → AtollAgentDown, and AtollMemberWithdrawn in the others;
 //! - the hub down → AtollHubUnreachable.
 //!
@@ -23,7 +25,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use atoll_api::hub::{self, ExportedService};
-use atoll_testing::faults::{exported, quota_on_copies};
+use atoll_testing::faults::{exported, quota_on_copies, refuse_kept_writes};
 use atoll_testing::hub_member::HubMember;
 use atoll_testing::mcs::wait_import_clusters;
 use atoll_testing::tools::cached_tool;
@@ -409,6 +411,41 @@ async fn alerts_fire_while_faults_happen_and_resolve_when_they_end() -> anyhow::
         .await?;
     prometheus
         .wait_resolved("AtollAPIWritesFailing", &c2_agent)
+        .await?;
+
+    // c3's keep writes refused (its ConfigMap gone and its agent restarted, so it must write
+    // one): the alert fires, and c3 is never withdrawn meanwhile.
+    let c3_agent = [("job", "atoll-agent-metrics-c3")];
+    let refused = refuse_kept_writes(&set, &set.members[2]).await?;
+    atoll_testing::membership::kubectl(
+        &set,
+        &set.members[2].context,
+        &[
+            "-n",
+            atoll_core::membership::SYSTEM_NAMESPACE,
+            "delete",
+            "configmap",
+            atoll_core::membership::KEPT_CONFIG_MAP,
+            "--ignore-not-found",
+        ],
+    )?;
+    let restart_c3 = Undo::new(|| {
+        let _ = fixtures::agents("start", &["c3"]);
+    });
+    marks.push(("c3's keep writes refused", unix_now()));
+    fixtures::agents("restart", &["c3"])?;
+    prometheus
+        .wait_firing("AtollLivenessDecisionsNotKept", &c3_agent)
+        .await?;
+    assert!(
+        prometheus.firing("AtollMemberWithdrawn").await?.is_empty(),
+        "a member whose keep writes are refused was withdrawn"
+    );
+    marks.push(("policy removed", unix_now()));
+    drop(refused);
+    drop(restart_c3);
+    prometheus
+        .wait_resolved("AtollLivenessDecisionsNotKept", &c3_agent)
         .await?;
 
     // c2's agent stopped past the grace: down, and withdrawn by c1 and c3.

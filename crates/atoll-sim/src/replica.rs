@@ -149,7 +149,7 @@ impl Replica {
         for which in Which::ALL {
             replica.relist(which, member, hub);
         }
-        let kept = crate::world::kept_read(member.kept.as_deref());
+        let kept = kept_read(member.kept.as_deref());
         let id = atoll_core::ClusterId::new(cluster).ok();
         replica.reconciler = id.map(|id| {
             let config = Config::new(
@@ -355,5 +355,15 @@ impl Replica {
             ..Observed::default()
         };
         (observed, w.leases.objects())
+    }
+}
+
+/// What an agent reading the kept text `text` takes: unreadable text is copied aside and counts
+/// as absent, as `atoll_agent::kept::read` does.
+pub fn kept_read(text: Option<&str>) -> atoll_core::reconciler::KeptRead {
+    use atoll_core::reconciler::KeptRead;
+    match text.map(atoll_core::liveness::Persisted::parse) {
+        Some(Some(kept)) => KeptRead::Found(kept),
+        Some(None) | None => KeptRead::Absent,
     }
 }

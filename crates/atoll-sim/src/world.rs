@@ -254,7 +254,8 @@ impl World {
         let now = self.now();
         let wall = self.wall(m);
         let leading = self.fence(m, r).is_some();
-        let kept = kept_read(self.apis.members[&self.members[m].name].kept.as_deref());
+        let kept =
+            crate::replica::kept_read(self.apis.members[&self.members[m].name].kept.as_deref());
         let replica = &mut self.members[m].replicas[r];
         let (observed, leases) = replica.observed();
         let Some(reconciler) = replica.reconciler.as_mut() else {
@@ -883,14 +884,4 @@ fn in_collection(
         && label(atoll_api::labels::ENDPOINTSLICE_MANAGED_BY)
             == Some(atoll_api::labels::ATOLL_ENDPOINTSLICE_MANAGER)
         && label(atoll_api::labels::SOURCE_CLUSTER) == Some(collection.source_cluster.as_str())
-}
-
-/// What an agent reading the kept text `text` takes: unreadable text is copied aside and counts
-/// as absent, as `atoll_agent::kept::read` does.
-pub fn kept_read(text: Option<&str>) -> atoll_core::reconciler::KeptRead {
-    use atoll_core::reconciler::KeptRead;
-    match text.map(atoll_core::liveness::Persisted::parse) {
-        Some(Some(kept)) => KeptRead::Found(kept),
-        Some(None) | None => KeptRead::Absent,
-    }
 }

@@ -86,3 +86,83 @@ pub async fn quota_on_copies(
     .await?;
     Ok((quotas, lift))
 }
+
+/// The admission policy (and binding) [`refuse_kept_writes`] creates.
+pub const KEPT_REFUSAL: &str = "e2e-refuse-kept-decisions";
+
+/// A ValidatingAdmissionPolicy in `member` that refuses every create and update of the agent's
+/// kept liveness ConfigMap (as a Kyverno or Gatekeeper rule "every ConfigMap must carry label
+/// X" would), once the apiserver enforces it; the guard removes it on drop.
+pub async fn refuse_kept_writes(
+    set: &ClusterSet,
+    member: &Member,
+) -> anyhow::Result<Undo<impl FnMut() + use<>>> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let kept = atoll_core::membership::KEPT_CONFIG_MAP;
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": { "name": KEPT_REFUSAL },
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": { "resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"],
+                "operations": ["CREATE", "UPDATE"],
+            }]},
+            "validations": [{
+                "expression": format!("object.metadata.name != '{kept}'"),
+                "message": "every ConfigMap must carry the label team (e2e policy)",
+            }],
+        },
+    }))?;
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": { "name": KEPT_REFUSAL },
+        "spec": { "policyName": KEPT_REFUSAL, "validationActions": ["Deny"] },
+    }))?;
+    let apply = PatchParams::apply("atoll-e2e");
+    Api::<ValidatingAdmissionPolicy>::all(member.client.clone())
+        .patch(KEPT_REFUSAL, &apply, &Patch::Apply(&policy))
+        .await?;
+    Api::<ValidatingAdmissionPolicyBinding>::all(member.client.clone())
+        .patch(KEPT_REFUSAL, &apply, &Patch::Apply(&binding))
+        .await?;
+    let guard = {
+        let (set, context) = (set.clone(), member.context.clone());
+        Undo::new(move || {
+            for kind in [
+                "validatingadmissionpolicybinding",
+                "validatingadmissionpolicy",
+            ] {
+                let _ = kubectl(
+                    &set,
+                    &context,
+                    &["delete", kind, KEPT_REFUSAL, "--ignore-not-found"],
+                );
+            }
+        })
+    };
+    // Policies take effect a moment after they are written: a dry-run create shows when.
+    let probes: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(member.client.clone(), "default");
+    let mut probe = k8s_openapi::api::core::v1::ConfigMap::default();
+    probe.metadata.name = Some(kept.to_owned());
+    wait_for(
+        "the policy to refuse the kept ConfigMap",
+        Duration::from_secs(30),
+        || async {
+            let dry = kube::api::PostParams {
+                dry_run: true,
+                ..Default::default()
+            };
+            Ok(match probes.create(&dry, &probe).await {
+                Err(kube::Error::Api(e)) if e.code == 422 || e.code == 403 => Ok(()),
+                Ok(_) => Err("still allowed".to_owned()),
+                Err(e) => Err(e.to_string()),
+            })
+        },
+    )
+    .await?;
+    Ok(guard)
+}

@@ -59,6 +59,10 @@ pub struct Observed {
     /// clusters whose objects do not match their claims. `None`: import what the hub holds.
     /// (The export side always compares with what the hub holds.)
     pub sources: Option<Sources>,
+    /// Member watches that have not listed yet (the MCS CRDs missing or not served, no
+    /// permission, version skew): their stores are empty, not known to be, so nothing is
+    /// planned, and the member's claim holds what the hub holds for it.
+    pub unlisted: Vec<&'static str>,
 }
 
 /// What the import side merges.

@@ -137,6 +137,7 @@ impl Observed {
                 records: records(&s.records),
                 copies: copies(&s.copies),
             }),
+            unlisted: self.unlisted.clone(),
         }
     }
 

@@ -324,7 +324,15 @@ impl Reconciler {
         self.led = tick.leading;
         // The batch is taken before anything is read: a change that arrives later marks its
         // service again for the next pass, never into this pass's view.
-        let batch = self.queue.take(self.config.batch);
+        let held = !observed.unlisted.is_empty();
+        let batch = if held {
+            // Nothing is planned while a member watch has not listed: every service waits for
+            // the first pass after it has.
+            self.queue.mark_everything();
+            None
+        } else {
+            self.queue.take(self.config.batch)
+        };
 
         let view = self.tracker.update(
             now,
@@ -372,6 +380,7 @@ impl Reconciler {
             self.node_addresses = observed.node_addresses.clone();
         }
         let scope = match scope {
+            Some(_) if held => Some(BTreeSet::new()),
             Some(_) if view.touched_everything || nodes_changed => None,
             Some(mut keys) => {
                 keys.extend(view.touched);
@@ -439,7 +448,14 @@ impl Reconciler {
                 .heartbeat
                 .reserve(kept_reserved, &own_lease, &tick.wall);
             current.reserved = kept_reserved.max(block_end);
-            let digest = self.claims.digest(&self.books.published);
+            // While a member watch has not listed, what this member publishes is unknown: the
+            // claim holds what the hub holds for it, never less (an empty store would read as
+            // every export deleted, and every importer would drop them).
+            let digest = if held {
+                liveness::digest(own_names.iter().map(String::as_str))
+            } else {
+                self.claims.digest(&self.books.published)
+            };
             step.renewal = self
                 .heartbeat
                 .due(&digest, self.config.liveness.interval, now);

@@ -472,3 +472,37 @@ fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
     );
     assert_eq!(member.delete_slices, keys("c3"));
 }
+
+#[test]
+fn a_member_whose_export_watch_has_not_listed_claims_what_the_hub_holds_and_plans_nothing() {
+    // c1's ServiceExport CRD is not served (an upgrade, version skew): its exports store is
+    // empty, not known to be. Planning from it would delete c1's records and claim nothing,
+    // and every importer would drop c1's exports (a peer's real incident). Held, it plans
+    // nothing and its heartbeat claims what the hub holds. Without `unlisted` (the mutation
+    // that reintroduces it) the same step deletes the record.
+    let start = Instant::now();
+    let own = record("c1", "a");
+    let world = |unlisted: Vec<&'static str>| Observed {
+        unlisted,
+        ..observed(vec![own.clone()])
+    };
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
+    let step = r.step(
+        &tick(start, 0, true),
+        world(vec!["ServiceExports"]),
+        &[beat_lease("c1", 1)],
+    );
+    assert_eq!(step.plan.writes(), 0, "{:?}", step.plan.hub);
+    let renewal = step.renewal.expect("the heartbeat goes on");
+    assert_eq!(
+        renewal.claim.digest,
+        liveness::publication_digest(std::slice::from_ref(&own), &[])
+    );
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
+    let step = r.step(&tick(start, 0, true), world(vec![]), &[beat_lease("c1", 1)]);
+    assert_eq!(
+        step.plan.hub.delete_records.len(),
+        1,
+        "listed: the export is gone"
+    );
+}
