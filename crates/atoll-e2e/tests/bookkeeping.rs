@@ -19,7 +19,7 @@ use atoll_testing::mcs::{
 use atoll_testing::membership::kubectl;
 use atoll_testing::{ClusterSet, Member, Undo, agent_admin_port, fixtures, http_get, wait_for};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 
@@ -56,6 +56,44 @@ async fn beats_over(set: &ClusterSet, id: &str, how_long: Duration) -> anyhow::R
     Ok(beats)
 }
 
+/// Whether some member still deletes a namespace (an earlier test's, whose services leaving
+/// change what their exporter claims).
+async fn namespaces_leaving(set: &ClusterSet) -> anyhow::Result<bool> {
+    for member in &set.members {
+        let namespaces = Api::<Namespace>::all(member.client.clone())
+            .list(&Default::default())
+            .await?;
+        if namespaces
+            .items
+            .iter()
+            .any(|n| n.metadata.deletion_timestamp.is_some())
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Member `id`'s claim once no namespace is leaving and it has stayed the same for 6 s.
+async fn settled_claim(set: &ClusterSet, id: &str) -> anyhow::Result<String> {
+    let started = Instant::now();
+    let (_, mut claim, _) = heartbeat(set, id).await?;
+    let mut since = Instant::now();
+    while since.elapsed() < Duration::from_secs(6) {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(180),
+            "{id}'s claim did not settle in 180 s"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (_, now, _) = heartbeat(set, id).await?;
+        if now != claim || namespaces_leaving(set).await? {
+            claim = now;
+            since = Instant::now();
+        }
+    }
+    Ok(claim)
+}
+
 /// `(object, uid)` of what every member holds for `ns/name` (resourceVersions left out: a
 /// status rewritten is not a withdrawal).
 async fn uids(set: &ClusterSet, ns: &str, name: &str) -> anyhow::Result<Vec<(String, String)>> {
@@ -64,6 +102,30 @@ async fn uids(set: &ClusterSet, ns: &str, name: &str) -> anyhow::Result<Vec<(Str
         .into_iter()
         .map(|(k, u, _)| (k, u))
         .collect())
+}
+
+/// `(object, uid)` of the derived Service and MCS slices `member` holds for `ns/name`.
+async fn core_uids(member: &Member, ns: &str, name: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let derived = atoll_core::derived::derived_service_name(ns, name);
+    let mut held: Vec<(String, String)> = Api::<Service>::namespaced(member.client.clone(), ns)
+        .get_opt(&derived)
+        .await?
+        .into_iter()
+        .map(|s| {
+            (
+                format!("Service/{derived}"),
+                s.metadata.uid.unwrap_or_default(),
+            )
+        })
+        .collect();
+    for slice in atoll_testing::mcs::mcs_slices(member, ns, name).await? {
+        held.push((
+            format!("EndpointSlice/{}", slice.metadata.name.unwrap_or_default()),
+            slice.metadata.uid.unwrap_or_default(),
+        ));
+    }
+    held.sort();
+    Ok(held)
 }
 
 /// How many MCS slices `member` holds in `ns` from `source`.
@@ -472,6 +534,12 @@ fn crash_and_restart_c3(set: &ClusterSet) -> anyhow::Result<()> {
         let _ = std::process::Command::new("kill")
             .args(["-9", pid.trim()])
             .status();
+        // Gone for good (its admin port free) before the next one starts.
+        let proc_dir = std::path::Path::new("/proc").join(pid.trim());
+        let killed = Instant::now();
+        while proc_dir.exists() && killed.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
     let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack/agents.sh");
     let status = std::process::Command::new(&script)
@@ -661,8 +729,9 @@ async fn a_hub_write_answered_500_is_bounded_like_a_refusal() -> anyhow::Result<
         "`blocked` says why: {message:?}"
     );
     drop(webhook);
-    wait_export_condition(c3, &ns.name, "blocked", "Ready", "True", "Exported").await?;
+    // The copy's next retry (its backoff is at most 30 s) goes through.
     wait_sources(c1, &ns.name, "blocked", &["c3"], Duration::from_secs(60)).await?;
+    wait_export_condition(c3, &ns.name, "blocked", "Ready", "True", "Exported").await?;
     ns.cleanup().await
 }
 
@@ -702,8 +771,20 @@ async fn a_member_whose_mcs_crds_are_not_served_keeps_claiming_what_the_hub_hold
         wait_import_clusters(member, &ns.name, "hello", 1).await?;
     }
     settled_snapshot(&set, &ns.name, "hello").await?;
-    let before = uids(&set, &ns.name, "hello").await?;
-    let (_, claim, _) = heartbeat(&set, "c3").await?;
+    let claim = settled_claim(&set, "c3").await?;
+    // c3's own ServiceImport cannot be read while its CRD is not served: in c3 the derived
+    // Service and the MCS slices stand for it.
+    let others = {
+        let mut others = set.clone();
+        others.members.truncate(2);
+        others
+    };
+    let held = || async {
+        let mut held = uids(&others, &ns.name, "hello").await?;
+        held.extend(core_uids(c3, &ns.name, "hello").await?);
+        anyhow::Ok(held)
+    };
+    let before = held().await?;
     let served_again = {
         let set = set.clone();
         Undo::new(move || {
@@ -716,7 +797,8 @@ async fn a_member_whose_mcs_crds_are_not_served_keeps_claiming_what_the_hub_hold
     serve_mcs_crds(&set, c3, false)?;
     for phase in ["running", "restarted"] {
         if phase == "restarted" {
-            fixtures::agents("restart", &["c3"])?;
+            // Not ready while its MCS watches cannot list: the Pod says something is wrong.
+            fixtures::agents_unready("restart", &["c3"])?;
         }
         let beats = beats_over(&set, "c3", GRACE + Duration::from_secs(6)).await?;
         assert!(
@@ -730,7 +812,7 @@ async fn a_member_whose_mcs_crds_are_not_served_keeps_claiming_what_the_hub_hold
             "{phase}: c3 claims something else"
         );
         assert_eq!(
-            uids(&set, &ns.name, "hello").await?,
+            held().await?,
             before,
             "{phase}: c3's export was withdrawn or rewritten somewhere"
         );
@@ -738,6 +820,6 @@ async fn a_member_whose_mcs_crds_are_not_served_keeps_claiming_what_the_hub_hold
     drop(served_again);
     // Served again: the agent lists and carries on, nothing changes anywhere.
     tokio::time::sleep(GRACE).await;
-    assert_eq!(uids(&set, &ns.name, "hello").await?, before);
+    assert_eq!(held().await?, before);
     ns.cleanup().await
 }

@@ -7,7 +7,9 @@
 //!      never return until it heartbeats again;
 //! (iii) never two writers at once (checked by the simulated writer at each write);
 //! (iv) once faults stop, every member converges to what a fault-free run holds;
-//! (v) no writes while idle.
+//! (v) no writes while idle;
+//! (vi) a member whose only trouble is its kept liveness decisions (writes refused, reads
+//!      failing, the ConfigMap lost or garbled) never stops beating, so nobody withdraws it.
 //!
 //! "Live" and "healthy" are judged from what the simulation knows for certain: an exporter is
 //! live while it has exported the service, heartbeated and suffered no fault for a whole
@@ -30,7 +32,7 @@ pub const WATCH_LAG: Duration = Duration::from_secs(1);
 /// A broken invariant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
-    /// 1 to 5.
+    /// 1 to 6.
     pub invariant: u8,
     pub what: String,
     /// Simulated seconds since the schedule began.
@@ -331,6 +333,61 @@ impl Checks {
         }
     }
 }
+
+impl Checks {
+    /// (vi): every member that runs a replica and suffered no fault but troubles with its
+    /// kept decisions for [`SETTLE`] (an election decided, a first beat renewed) beats at
+    /// least every interval plus [`BEAT_SLACK`].
+    pub fn beating(&mut self, members: &[MemberState], now: Instant) {
+        if self.quiet {
+            return;
+        }
+        for member in members {
+            let settled = now.saturating_duration_since(member.disturbed_at) >= SETTLE;
+            if member.replicas.is_empty() || !settled {
+                continue;
+            }
+            let since = member
+                .last_beat
+                .map_or(Duration::MAX, |b| now.saturating_duration_since(b));
+            if since > member.rhythm.interval + BEAT_SLACK {
+                self.violate_at(
+                    6,
+                    format!(
+                        "{} has not beaten for {:.1} s although nothing but its kept decisions ({}) troubled it",
+                        member.name,
+                        since.as_secs_f64().min(1e6),
+                        kept_trouble(member)
+                    ),
+                    now,
+                );
+            }
+        }
+    }
+}
+
+/// What troubles a member's kept decisions now, for a violation's text.
+fn kept_trouble(member: &MemberState) -> String {
+    let mut trouble = Vec::new();
+    if member.refuse_kept {
+        trouble.push("writes refused");
+    }
+    if member.unreadable_kept {
+        trouble.push("reads failing");
+    }
+    if trouble.is_empty() {
+        "none now".to_owned()
+    } else {
+        trouble.join(", ")
+    }
+}
+
+/// How long after its last disturbance a member must beat regularly: a lost election's lease
+/// running out, a retry, an interval and a step.
+pub const SETTLE: Duration = Duration::from_secs(9);
+
+/// How much later than its interval a beat may come: a quantum, the replica's step cadence.
+pub const BEAT_SLACK: Duration = Duration::from_secs(2);
 
 /// How long an exporter must have been exporting and undisturbed to count as live: the
 /// longest grace plus three of the longest intervals.

@@ -25,5 +25,10 @@ pub struct MemberState {
     /// Its last heartbeat renewal the hub accepted.
     pub last_beat: Option<Instant>,
     /// The last moment a fault touched it (crash, restart, partition, failing writes, blind).
+    /// Troubles with its kept decisions alone (below) do not count: they must not matter.
     pub disturbed_at: Instant,
+    /// Its apiserver refuses every write of the kept decisions (an admission policy, a quota).
+    pub refuse_kept: bool,
+    /// Every read of the kept decisions fails (no permission, a timeout).
+    pub unreadable_kept: bool,
 }

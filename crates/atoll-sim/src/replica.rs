@@ -117,6 +117,9 @@ pub struct Replica {
     pub last_step: Option<Instant>,
     /// A watch event that marks nothing (a heartbeat) woke the loop, as in the agent.
     pub woken: bool,
+    /// A read of the kept decisions is asked for and not answered yet (as the agent's
+    /// `kept::Reader`, which retries until a read succeeds).
+    pub read_pending: bool,
 }
 
 /// A member's timings.
@@ -128,7 +131,8 @@ pub struct Rhythm {
 
 impl Replica {
     /// A replica of member `cluster` started at `now`: it lists every watch (fail-safe start:
-    /// nothing is planned before every watch has listed) and reads the kept decisions.
+    /// nothing is planned before every watch has listed) and reads the kept decisions (if
+    /// `kept_readable`; else it asks again each step, as the agent's reader retries).
     pub fn start(
         identity: String,
         cluster: &str,
@@ -136,6 +140,7 @@ impl Replica {
         timings: atoll_core::leader::Timings,
         (member, hub): (&Member, &Hub),
         (now, wall): (Instant, &Time),
+        kept_readable: bool,
     ) -> Self {
         let mut replica = Self {
             elector: Elector::new(identity.clone(), timings),
@@ -145,11 +150,17 @@ impl Replica {
             reconciler: None,
             last_step: None,
             woken: false,
+            read_pending: false,
         };
         for which in Which::ALL {
             replica.relist(which, member, hub);
         }
-        let kept = kept_read(member.kept.as_deref());
+        let kept = if !kept_readable {
+            replica.read_pending = true;
+            atoll_core::reconciler::KeptRead::Unreadable
+        } else {
+            kept_read(member.kept.as_deref())
+        };
         let id = atoll_core::ClusterId::new(cluster).ok();
         replica.reconciler = id.map(|id| {
             let config = Config::new(

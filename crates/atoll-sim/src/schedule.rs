@@ -3,6 +3,8 @@
 //! injected at random moments among regular operation (watch events delivered late, partly,
 //! twice; replicas stepping when due); then every fault healed and a quiet phase; then the
 //! comparison with a fault-free run and an idle phase in which nothing may be written.
+//! Among the faults, troubles with a member's kept liveness decisions (writes refused, reads
+//! failing, the ConfigMap lost or garbled) must change nothing anyone else sees.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -81,9 +83,13 @@ enum Fault {
     Relist,
     ChangeExports,
     RefuseCopy,
+    RefuseKept,
+    LoseKept,
+    GarbleKept,
+    UnreadableKept,
 }
 
-const FAULTS: [Fault; 12] = [
+const FAULTS: [Fault; 16] = [
     Fault::CrashReplica,
     Fault::CrashMember,
     Fault::Partition,
@@ -96,6 +102,10 @@ const FAULTS: [Fault; 12] = [
     Fault::Relist,
     Fault::ChangeExports,
     Fault::RefuseCopy,
+    Fault::RefuseKept,
+    Fault::LoseKept,
+    Fault::GarbleKept,
+    Fault::UnreadableKept,
 ];
 
 /// Something a fault undoes later.
@@ -104,6 +114,8 @@ enum Heal {
     Restart(usize),
     Reconnect(usize),
     FastWrites(usize),
+    AcceptKept(usize),
+    ReadableKept(usize),
 }
 
 /// What one schedule did.
@@ -176,6 +188,8 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
         member.partitioned = false;
         member.failing_writes = 0;
         member.write_latency = Duration::ZERO;
+        member.refuse_kept = false;
+        member.unreadable_kept = false;
         while world.members[m].replicas.len() < REPLICAS {
             world.start_replica(m);
         }
@@ -303,6 +317,7 @@ fn regular(
         world
             .checks
             .dead_gone(&world.members, &sources, origin, now);
+        world.checks.beating(&world.members, now);
     }
 }
 
@@ -413,6 +428,28 @@ fn inject(
                 world.scenario.refused.insert((name, service.to_owned()));
             }
         }
+        Fault::RefuseKept => {
+            // An admission policy or a quota refuses the member's kept decisions for a while.
+            world.members[m].refuse_kept = true;
+            heals.push((now + seconds(rng, 3, 40), Heal::AcceptKept(m)));
+        }
+        Fault::UnreadableKept => {
+            world.members[m].unreadable_kept = true;
+            heals.push((now + seconds(rng, 2, 20), Heal::ReadableKept(m)));
+        }
+        Fault::LoseKept => {
+            let name = world.members[m].name.clone();
+            if let Some(member) = world.apis.members.get_mut(&name) {
+                member.kept = None;
+            }
+        }
+        Fault::GarbleKept => {
+            let name = world.members[m].name.clone();
+            let how = pick(rng, 3);
+            if let Some(member) = world.apis.members.get_mut(&name) {
+                member.kept = Some(garbled(member.kept.as_deref().unwrap_or("{}"), how));
+            }
+        }
         Fault::Relist => {
             let r = pick(rng, world.members[m].replicas.len());
             let which = Which::ALL[pick(rng, Which::ALL.len())];
@@ -436,6 +473,32 @@ fn inject(
     }
 }
 
+/// The kept text `text` made unreadable (`how` 0: not JSON; 1: cut in half, as a write torn by
+/// a tool) or absurd (2: counters near the top of the range, as a hand edit).
+fn garbled(text: &str, how: usize) -> String {
+    match how {
+        0 => "not json".to_owned(),
+        1 => text.chars().take(text.chars().count() / 2).collect(),
+        _ => {
+            let mut value: serde_json::Value =
+                serde_json::from_str(text).unwrap_or(serde_json::Value::Null);
+            let huge = serde_json::Value::from(u64::MAX - 1);
+            if let Some(object) = value.as_object_mut() {
+                object.insert("reserved".to_owned(), huge.clone());
+                if let Some(sources) = object.get_mut("sources").and_then(|s| s.as_object_mut()) {
+                    for source in sources.values_mut() {
+                        if let Some(source) = source.as_object_mut() {
+                            source.insert("beat".to_owned(), huge.clone());
+                            source.insert("acceptedEpoch".to_owned(), huge.clone());
+                        }
+                    }
+                }
+            }
+            value.to_string()
+        }
+    }
+}
+
 fn apply_heal(world: &mut World, heal: Heal) {
     if tracing() {
         eprintln!("{:>6.2} s  heal {heal:?}", world.elapsed.as_secs_f64());
@@ -451,6 +514,8 @@ fn apply_heal(world: &mut World, heal: Heal) {
             world.members[m].reconnected_at = Some(world.now());
             world.members[m].disturbed_at = world.now();
         }
+        Heal::AcceptKept(m) => world.members[m].refuse_kept = false,
+        Heal::ReadableKept(m) => world.members[m].unreadable_kept = false,
         Heal::FastWrites(m) => {
             world.members[m].write_latency = Duration::ZERO;
             world.members[m].reconnected_at = Some(world.now());

@@ -90,6 +90,8 @@ impl World {
                 write_latency: Duration::ZERO,
                 last_beat: None,
                 disturbed_at: start,
+                refuse_kept: false,
+                unreadable_kept: false,
             });
         }
         for m in 0..world.members.len() {
@@ -128,6 +130,7 @@ impl World {
             self.timings,
             (&self.apis.members[&name], &self.apis.hub),
             (now, &wall),
+            !self.members[m].unreadable_kept,
         );
         if std::env::var_os("SIM_TRACE").is_some() {
             eprintln!(
@@ -254,8 +257,9 @@ impl World {
         let now = self.now();
         let wall = self.wall(m);
         let leading = self.fence(m, r).is_some();
-        let kept =
-            crate::replica::kept_read(self.apis.members[&self.members[m].name].kept.as_deref());
+        let kept = (!self.members[m].unreadable_kept).then(|| {
+            crate::replica::kept_read(self.apis.members[&self.members[m].name].kept.as_deref())
+        });
         let replica = &mut self.members[m].replicas[r];
         let (observed, leases) = replica.observed();
         let Some(reconciler) = replica.reconciler.as_mut() else {
@@ -266,9 +270,16 @@ impl World {
             wall: wall.clone(),
             leading,
         };
-        // As the agent: a new leader reads what its predecessor kept (here at once).
+        // As the agent: a new leader asks for what its predecessor kept; the read is answered
+        // (here at once) once it succeeds.
         if reconciler.gains_leadership(&tick) {
+            replica.read_pending = true;
+        }
+        if replica.read_pending
+            && let Some(kept) = kept
+        {
             reconciler.kept_read(kept);
+            replica.read_pending = false;
         }
         let step = reconciler.step(&tick, observed, &leases);
         replica.last_step = Some(now);
@@ -430,7 +441,7 @@ impl World {
         };
         // As the agent: the kept decisions first (a withdrawal is kept before its deletions).
         if let Some(kept) = &step.keep {
-            let ok = self.write(m, r, false).is_ok();
+            let ok = self.write(m, r, false).is_ok() && !self.members[m].refuse_kept;
             if std::env::var_os("SIM_TRACE").is_some() {
                 eprintln!(
                     "{:>6.2} s  {} keeps ok={ok} {}",

@@ -205,18 +205,39 @@ pub fn agents_with_rhythm(
     Ok(())
 }
 
+/// [`agents`] without waiting for the agents started to be ready (one that must stay not
+/// ready, e.g. while its member's MCS CRDs are not served).
+pub fn agents_unready(action: &str, clusters: &[&str]) -> anyhow::Result<()> {
+    hack_with(
+        "agents.sh",
+        action,
+        clusters,
+        &[("ATOLL_NO_WAIT_READY", "1")],
+    )
+}
+
 /// Runs `hack/cluster.sh <action> <cluster>` (stop or start one cluster's control plane).
 pub fn cluster(action: &str, cluster: &str) -> anyhow::Result<()> {
     hack("cluster.sh", action, &[cluster])
 }
 
 fn hack(script: &str, action: &str, args: &[&str]) -> anyhow::Result<()> {
+    hack_with(script, action, args, &[])
+}
+
+fn hack_with(
+    script: &str,
+    action: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<()> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../hack")
         .join(script);
     let status = std::process::Command::new(&script)
         .arg(action)
         .args(args)
+        .envs(env.iter().copied())
         .status()
         .with_context(|| format!("running {}", script.display()))?;
     anyhow::ensure!(
