@@ -71,6 +71,16 @@ pub struct Checks {
     origin: Option<Instant>,
     /// While set, checks (i) and (ii) are off (the schedule is still warming up).
     pub quiet: bool,
+    /// member -> the highest beat number it wrote.
+    highest_beat: BTreeMap<String, u64>,
+    /// member -> when it began repeating beat numbers (stated in the README: its kept
+    /// decisions lost, the hub restored from an older backup *and* its clock set back, all
+    /// before one start), and when it wrote above its old highest again. Importers rightly
+    /// ignore repeated numbers: withdrawing it meanwhile is not held against them in (i), nor
+    /// (while it lasts at the end) the comparison of (iv).
+    pub repeated: BTreeMap<String, (Instant, Option<Instant>)>,
+    /// How many times a member repeated beat numbers (the summary shows it).
+    pub repeats: u64,
 }
 
 impl Checks {
@@ -162,6 +172,43 @@ impl Checks {
                 silences.push((from, at));
             }
         }
+    }
+
+    /// `member` wrote beat number `beat` at `at`, its wall clock set back (`clock_back`) or
+    /// not. A number at or below one it wrote before is a violation of (vi) unless its clock
+    /// is back (the one case the README states).
+    pub fn numbered(&mut self, member: &str, beat: u64, clock_back: bool, at: Instant) {
+        let highest = self.highest_beat.get(member).copied().unwrap_or(0);
+        if beat > highest {
+            self.highest_beat.insert(member.to_owned(), beat);
+            if let Some((_, ended)) = self.repeated.get_mut(member) {
+                ended.get_or_insert(at);
+            }
+            return;
+        }
+        // A spell goes on until the member writes above its highest again, whatever its clock
+        // does meanwhile (the term that repeats began while the clock was back).
+        let open = self.repeated.get(member).is_some_and(|(_, e)| e.is_none());
+        if open {
+            return;
+        }
+        if clock_back {
+            self.repeats += 1;
+            self.repeated.insert(member.to_owned(), (at, None));
+        } else {
+            self.violate_at(
+                6,
+                format!("{member} wrote beat {beat}, not above its highest {highest}, with its clock not set back"),
+                at,
+            );
+        }
+    }
+
+    /// Whether `member` repeats beat numbers now, or stopped less than `window` ago.
+    fn repeating(&self, member: &str, now: Instant, window: Duration) -> bool {
+        self.repeated.get(member).is_some_and(|(_, ended)| {
+            ended.is_none_or(|e| now.saturating_duration_since(e) <= window)
+        })
     }
 
     pub fn news(&mut self, importer: &str, news: &News, at: Instant) {
@@ -264,7 +311,8 @@ impl Checks {
                         && now.saturating_duration_since(*to) <= BOUND
                 })
             });
-            if exported_long && within_grace && !just_back {
+            let repeating = self.repeating(&exporter.name, now, window);
+            if exported_long && within_grace && !just_back && !repeating {
                 let last = self.beats.get(&exporter.name).map_or(0.0, |b| self.at(*b));
                 let silence = self
                     .silences
@@ -343,7 +391,11 @@ impl Checks {
             return;
         }
         for member in members {
-            let settled = now.saturating_duration_since(member.disturbed_at) >= SETTLE;
+            // A fault still going on (cut off, slow or failing writes) is trouble of another kind.
+            let troubled = member.partitioned
+                || member.write_latency > Duration::ZERO
+                || member.failing_writes > 0;
+            let settled = !troubled && now.saturating_duration_since(member.disturbed_at) >= SETTLE;
             if member.replicas.is_empty() || !settled {
                 continue;
             }

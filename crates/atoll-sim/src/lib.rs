@@ -35,6 +35,9 @@ pub struct Summary {
     pub violations: u64,
     pub faults: u64,
     pub steps: u64,
+    /// Spells in which a member repeated beat numbers (clock back, kept decisions lost, hub
+    /// restored: the README's stated limit), excused in invariant (i).
+    pub repeats: u64,
     /// The first few failing schedules.
     pub failures: Vec<Failure>,
 }
@@ -65,6 +68,7 @@ pub fn simulate(schedules: u64, seed: u64, threads: usize, shape: &Shape) -> Sum
                     s.schedules += 1;
                     s.faults += report.faults as u64;
                     s.steps += report.steps;
+                    s.repeats += report.repeats;
                     s.violations += report.violations.len() as u64;
                     if !report.violations.is_empty() && s.failures.len() < 5 {
                         s.failures.push(Failure {

@@ -30,6 +30,10 @@ pub struct Shape {
     pub quantum: Duration,
     /// Chance of a fault in each quantum of the fault phase.
     pub fault_rate: f64,
+    /// Chance of a fault of the kept decisions in each quantum of the fault phase, drawn from
+    /// a stream of its own so the other faults of a seed stay what they were before these
+    /// existed (seeds named in tests and notes replay as they did).
+    pub kept_fault_rate: f64,
 }
 
 impl Default for Shape {
@@ -42,6 +46,7 @@ impl Default for Shape {
             idle: Duration::from_secs(8),
             quantum: Duration::from_millis(250),
             fault_rate: 0.08,
+            kept_fault_rate: 0.04,
         }
     }
 }
@@ -89,7 +94,7 @@ enum Fault {
     UnreadableKept,
 }
 
-const FAULTS: [Fault; 16] = [
+const FAULTS: [Fault; 12] = [
     Fault::CrashReplica,
     Fault::CrashMember,
     Fault::Partition,
@@ -102,6 +107,10 @@ const FAULTS: [Fault; 16] = [
     Fault::Relist,
     Fault::ChangeExports,
     Fault::RefuseCopy,
+];
+
+/// The faults of a member's kept liveness decisions (drawn with `Shape::kept_fault_rate`).
+const KEPT_FAULTS: [Fault; 4] = [
     Fault::RefuseKept,
     Fault::LoseKept,
     Fault::GarbleKept,
@@ -124,6 +133,8 @@ pub struct Report {
     pub violations: Vec<Violation>,
     pub faults: usize,
     pub steps: u64,
+    /// Spells of repeated beat numbers (the README's triple fault), excused in (i).
+    pub repeats: u64,
 }
 
 /// The fault-free results per final scenario (schedules often end in the same one).
@@ -150,10 +161,21 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
 
     let mut heals: Vec<(Duration, Heal)> = Vec::new();
     let mut backups: Vec<Hub> = Vec::new();
+    let mut kept_rng = StdRng::seed_from_u64(seed ^ KEPT_STREAM);
     let quanta = (shape.faults.as_millis() / shape.quantum.as_millis().max(1)) as usize;
     for _ in 0..quanta {
         if rng.random_bool(shape.fault_rate) {
-            inject(&mut world, &mut rng, &mut heals, &mut backups);
+            inject(&mut world, &mut rng, &FAULTS, &mut heals, &mut backups);
+            report.faults += 1;
+        }
+        if kept_rng.random_bool(shape.kept_fault_rate) {
+            inject(
+                &mut world,
+                &mut kept_rng,
+                &KEPT_FAULTS,
+                &mut heals,
+                &mut backups,
+            );
             report.faults += 1;
         }
         let now = world.elapsed;
@@ -206,7 +228,14 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
     // (iv) What a fault-free run of the final scenario holds.
     let got = world.normalized();
     let want = reference(&world.scenario, shape, references);
-    for (member, lines) in &want {
+    // A member still repeating beat numbers (the README's triple fault, counted in the
+    // summary) is rightly not taken back yet: nothing converges while it repeats.
+    let repeating = world
+        .checks
+        .repeated
+        .values()
+        .any(|(_, ended)| ended.is_none());
+    for (member, lines) in want.iter().filter(|_| !repeating) {
         let have = got.get(member).cloned().unwrap_or_default();
         if &have != lines {
             world.checks.violate(
@@ -236,6 +265,7 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
         }
     }
     report.violations = std::mem::take(&mut world.checks.violations);
+    report.repeats = world.checks.repeats;
     if tracing() {
         eprintln!(
             "planned {} services, {} full passes, {} steps",
@@ -336,15 +366,19 @@ fn seconds(rng: &mut StdRng, from: u64, to: u64) -> Duration {
     Duration::from_millis(rng.random_range(from * 1000..=to * 1000))
 }
 
+/// Seeds the stream of kept-decision faults from a schedule's seed.
+const KEPT_STREAM: u64 = 0x6b65_7074_6661_756c;
+
 fn inject(
     world: &mut World,
     rng: &mut StdRng,
+    faults: &[Fault],
     heals: &mut Vec<(Duration, Heal)>,
     backups: &mut Vec<Hub>,
 ) {
     let m = pick(rng, world.members.len());
     let now = world.elapsed;
-    let fault = FAULTS[pick(rng, FAULTS.len())];
+    let fault = faults[pick(rng, faults.len())];
     if tracing() {
         eprintln!(
             "{:>6.2} s  fault {fault:?} on {}",

@@ -46,8 +46,13 @@ fn schedules_without_faults_and_with_them_hold_every_invariant() {
 #[test]
 fn a_beat_a_restore_erased_before_an_importer_saw_it_is_not_held_against_it() {
     let references = schedule::References::default();
+    // Without the faults of kept decisions, which came later: the schedules as they were.
+    let shape = Shape {
+        kept_fault_rate: 0.0,
+        ..Shape::default()
+    };
     for seed in [241_072_957_129_854_771, 14_754_603_616_964_333_840] {
-        let report = schedule::run(seed, &Shape::default(), &references);
+        let report = schedule::run(seed, &shape, &references);
         assert_eq!(report.violations, Vec::new(), "schedule {seed}");
         assert!(report.faults > 10, "schedule {seed} injected its faults");
     }

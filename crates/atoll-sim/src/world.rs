@@ -700,6 +700,10 @@ impl World {
                     hub.leases.put(lease, &mut hub.counters, &wall, |_, _| {});
                     self.members[m].last_beat = Some(self.now());
                     self.checks.beat(&name, self.now());
+                    let clock_back =
+                        !self.members[m].skew_ahead && self.members[m].skew > Duration::ZERO;
+                    self.checks
+                        .numbered(&name, renewal.beat, clock_back, self.now());
                     if tracing() {
                         eprintln!(
                             "{:>6.2} s  {name} beats {} epoch {}",

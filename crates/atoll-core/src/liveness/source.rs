@@ -277,6 +277,13 @@ impl Source {
                 self.last_change_wall = since;
             }
             if heartbeat.beat.renews(&self.last_beat) {
+                // A beat above the one a kept withdrawal was judged at: the cluster beat after
+                // that decision (a later restoration was never kept: its write refused). The
+                // withdrawal is outdated; the cluster still waits for a beat this process sees
+                // (left as it is meanwhile), it is not withdrawn again.
+                if self.last_beat != Beat::Missing {
+                    self.withdrawn_until_beat = false;
+                }
                 self.last_beat = heartbeat.beat.clone();
             }
             return;

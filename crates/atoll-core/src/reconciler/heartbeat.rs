@@ -69,8 +69,18 @@ fn retry_after(failures: u32, interval: Duration) -> Duration {
     doubled.min(interval.max(FIRST_RETRY))
 }
 
-fn millis(wall: &Time) -> u64 {
-    u64::try_from(wall.0.as_millisecond()).unwrap_or(0)
+/// The lowest beat a term starting at `wall` may use: one block per second of the wall clock.
+/// A term starts above the last block it knows of, so beats run ahead of this floor by at most
+/// a block for each term started within the same second; a start that knows of no block (its
+/// kept decisions lost *and* its Lease restored from an older backup) therefore still lands
+/// above every earlier beat once two seconds have passed since the last term began, as long as
+/// the clock did not go back. (A floor of milliseconds fell behind after a few terms: each
+/// added a whole block, about 17 minutes' worth, and such a start repeated old beats, which
+/// importers rightly ignore — a live member was withdrawn.)
+fn floor(wall: &Time) -> u64 {
+    u64::try_from(wall.0.as_second())
+        .unwrap_or(0)
+        .saturating_mul(BLOCK)
 }
 
 impl HeartbeatBook {
@@ -94,7 +104,7 @@ impl HeartbeatBook {
             .max(claimed)
             .max(written)
             .saturating_add(1)
-            .max(millis(wall));
+            .max(floor(wall));
         let block = Block {
             next: start,
             last: start.saturating_add(BLOCK - 1),
@@ -232,15 +242,15 @@ mod tests {
         let start = Instant::now();
         let mut book = HeartbeatBook::default();
         let end = book.reserve(0, &Heartbeat::missing(), &wall(1_000));
-        assert_eq!(end, 1_000 + BLOCK - 1);
+        assert_eq!(end, 2 * BLOCK - 1);
         let first = book.due("d1", INTERVAL, start);
         assert_eq!(
             first.map(|r| r.beat),
-            Some(1_000),
+            Some(BLOCK),
             "renewed before any keep write"
         );
         assert_eq!(
-            book.reserve(0, &Heartbeat::missing(), &wall(1_001)),
+            book.reserve(0, &Heartbeat::missing(), &wall(2_001)),
             end,
             "the block in use is kept, not a new one"
         );
@@ -258,9 +268,9 @@ mod tests {
             grace: None,
         };
         let (mut book, end) = started(u64::MAX, &absurd, 5_000);
-        assert_eq!(end, 5_000 + BLOCK - 1, "starts at the wall clock");
+        assert_eq!(end, 6 * BLOCK - 1, "starts at the wall clock");
         let r = book.due("d1", INTERVAL, Instant::now()).unwrap();
-        assert_eq!(r.beat, 5_000);
+        assert_eq!(r.beat, 5 * BLOCK);
         // At the top of the sane range, blocks and beats still grow without wrapping.
         let top = Heartbeat {
             beat: Beat::Counter(MAX_COUNTER),
@@ -279,7 +289,7 @@ mod tests {
         let start = Instant::now();
         let (mut book, _) = started(0, &Heartbeat::missing(), 1_000);
         let first = book.due("d1", INTERVAL, start).unwrap();
-        assert_eq!((first.claim.epoch, first.beat), (1_000, 1_000));
+        assert_eq!((first.claim.epoch, first.beat), (BLOCK, BLOCK));
         book.answered(true, start);
         assert!(
             book.due("d1", INTERVAL, start + Duration::from_secs(1))
@@ -287,19 +297,19 @@ mod tests {
         );
         let second = book.due("d1", INTERVAL, start + INTERVAL).unwrap();
         assert_eq!(second.claim, first.claim, "same claim, same epoch");
-        assert_eq!(second.beat, 1_001);
+        assert_eq!(second.beat, BLOCK + 1);
         book.answered(true, start + INTERVAL);
         let changed = book.due("d2", INTERVAL, start + INTERVAL).unwrap();
-        assert_eq!((changed.claim.epoch, changed.beat), (1_002, 1_002));
+        assert_eq!((changed.claim.epoch, changed.beat), (BLOCK + 2, BLOCK + 2));
     }
 
     #[test]
     fn every_term_writes_above_everything_before_whatever_the_hub_and_the_clock_say() {
-        // A term wrote up to beat 5_000 (its block ends at 5_000 + BLOCK - 1, kept).
+        // A term started at second 5 (its block ends at 6 * BLOCK - 1, kept).
         let (mut first, reserved) = started(0, &Heartbeat::missing(), 5_000);
         let start = Instant::now();
         let r = first.due("d1", INTERVAL, start).unwrap();
-        assert_eq!(r.beat, 5_000);
+        assert_eq!(r.beat, 5 * BLOCK);
         // The hub is restored from a backup (the Lease says beat 10, epoch 10) and the next
         // leader's clock is an hour behind: it still starts above the kept block.
         let restored = Heartbeat {
@@ -330,6 +340,33 @@ mod tests {
         };
         let (mut third, _) = started(0, &joined, 5);
         assert!(third.due("d1", INTERVAL, start).unwrap().claim.epoch > 1_800_000_000_000);
+    }
+
+    #[test]
+    fn a_start_that_knows_of_no_block_lands_above_every_earlier_beat_two_seconds_on() {
+        // Terms in a crash loop, each knowing the block its predecessor kept, then one whose
+        // kept decisions are lost while the hub is restored from a backup older than all of
+        // them (the Lease shows none of their beats). With a floor of milliseconds the last
+        // one started below what its predecessors wrote (found by the fault simulation).
+        let start = Instant::now();
+        let mut reserved = 0;
+        let mut highest = 0;
+        for second in 100..110 {
+            let (mut term, end) = started(reserved, &Heartbeat::missing(), second * 1_000);
+            for _ in 0..3 {
+                let r = term.due(&format!("d{highest}"), INTERVAL, start).unwrap();
+                assert!(r.beat > highest, "beats grow within and across terms");
+                highest = r.beat;
+                term.answered(true, start);
+            }
+            reserved = end;
+        }
+        let (mut unaware, _) = started(0, &Heartbeat::missing(), 111_000);
+        let first = unaware.due("d1", INTERVAL, start).unwrap();
+        assert!(
+            first.beat > highest && first.claim.epoch > highest,
+            "{first:?} after {highest}"
+        );
     }
 
     #[test]

@@ -368,19 +368,31 @@ fn a_change_of_the_members_node_addresses_covers_every_service() {
 
 /// An MCS slice Atoll wrote in "demo" for `service` from `source`.
 fn mcs_slice(service: &str, source: &str) -> Arc<atoll_api::mcs_slice::McsSlice> {
+    mcs_slice_of(Some(service), service, source)
+}
+
+/// An MCS slice named for `name` from `source`, labelled with `service` if any.
+fn mcs_slice_of(
+    service: Option<&str>,
+    name: &str,
+    source: &str,
+) -> Arc<atoll_api::mcs_slice::McsSlice> {
     use atoll_api::labels;
+    let mut labels = BTreeMap::from([
+        (
+            labels::ENDPOINTSLICE_MANAGED_BY.to_owned(),
+            labels::ATOLL_ENDPOINTSLICE_MANAGER.to_owned(),
+        ),
+        (labels::SOURCE_CLUSTER.to_owned(), source.to_owned()),
+    ]);
+    if let Some(service) = service {
+        labels.insert(labels::SERVICE_NAME.to_owned(), service.to_owned());
+    }
     let slice = k8s_openapi::api::discovery::v1::EndpointSlice {
         metadata: ObjectMeta {
             namespace: Some("demo".into()),
-            name: Some(format!("{service}-{source}-ipv4")),
-            labels: Some(BTreeMap::from([
-                (
-                    labels::ENDPOINTSLICE_MANAGED_BY.into(),
-                    labels::ATOLL_ENDPOINTSLICE_MANAGER.into(),
-                ),
-                (labels::SERVICE_NAME.into(), service.into()),
-                (labels::SOURCE_CLUSTER.into(), source.into()),
-            ])),
+            name: Some(format!("{name}-{source}-ipv4")),
+            labels: Some(labels),
             ..Default::default()
         },
         address_type: "IPv4".into(),
@@ -394,8 +406,9 @@ fn mcs_slice(service: &str, source: &str) -> Arc<atoll_api::mcs_slice::McsSlice>
 fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
     // c2 and c3 export s0..s9 (with no endpoints on the hub: no slice is wanted, every one held
     // goes). c2's beat stops; withdrawn after the grace, a step over its ten services deletes
-    // c2's and c3's slices of them. A slice of c2 for "outside" (a service this step does not
-    // look at) holds the same labels, so a collection would take it too: c2's deletions stay
+    // c2's and c3's slices of them (a withdrawal brings every service holding a slice of c2
+    // into the step). A slice of c2 that names no service (so no step looks at it) holds the
+    // labels a collection selects by, so a collection would take it too: c2's deletions stay
     // named. Planning the collection from the scope's slices (a mutation of `step`) fails this
     // test; c3 is not withdrawn, so its deletions are never collected.
     let start = Instant::now();
@@ -406,7 +419,8 @@ fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
             .flat_map(|n| [mcs_slice(n, "c2"), mcs_slice(n, "c3")])
             .collect();
         if outside {
-            slices.push(mcs_slice("outside", "c2"));
+            // Atoll's labels and c2's, but no service's: no step looks at it.
+            slices.push(mcs_slice_of(None, "outside", "c2"));
         }
         let records = ["c2", "c3"]
             .iter()
@@ -471,6 +485,50 @@ fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
         "{member:#?}"
     );
     assert_eq!(member.delete_slices, keys("c3"));
+}
+
+#[test]
+fn a_withdrawal_takes_a_clusters_slices_out_of_services_the_hub_no_longer_names_for_it() {
+    // c2 exported s0 and "wiped" (its record for "wiped" gone from the hub: a wipe, a restore);
+    // this importer still holds c2's slices of both. When c2 is withdrawn, the step covers
+    // every service holding a slice of c2 and deletes both. Without that (found by the fault
+    // simulation, schedule 5790425083526546775) the slice of "wiped" stayed until something
+    // else marked its service.
+    let start = Instant::now();
+    let world = || Observed {
+        mcs_slices: vec![mcs_slice("s0", "c2"), mcs_slice("wiped", "c2")],
+        ..observed(vec![record("c2", "s0")])
+    };
+    let leases = |seconds: u64| {
+        [
+            beat_lease("c1", seconds + 1),
+            beat_lease("c2", seconds.min(1) + 1),
+        ]
+    };
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
+    r.step(&tick(start, 0, false), world(), &leases(0));
+    r.step(&tick(start, 1, false), world(), &leases(1));
+    let later = GRACE.as_secs() + 8;
+    let step = r.step(&tick(start, later, false), world(), &leases(later));
+    assert!(step.liveness.withdrawn.contains_key("c2"));
+    let deleted: BTreeSet<String> = step
+        .plan
+        .member
+        .delete_slices
+        .iter()
+        .map(|k| k.name.clone())
+        .chain(
+            step.plan
+                .member
+                .delete_slice_collections
+                .iter()
+                .flat_map(|c| c.slices.iter().map(|k| k.name.clone())),
+        )
+        .collect();
+    assert_eq!(
+        deleted,
+        BTreeSet::from(["s0-c2-ipv4".to_owned(), "wiped-c2-ipv4".to_owned()])
+    );
 }
 
 #[test]

@@ -51,6 +51,10 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
     println!(
+        "{} spells of repeated beat numbers (clock set back, kept decisions lost and hub restored before one start; excused in (i), and in (iv) while it lasts)",
+        summary.repeats
+    );
+    println!(
         "simulation: {} schedules, {} invariant violations (seed {seed})",
         summary.schedules, summary.violations
     );
