@@ -407,6 +407,34 @@ async fn service_property_conflicts_keep_the_oldest_values() -> anyhow::Result<(
 
 /// Writes an ExportedService by hand into hub namespace `atoll-<stored_in>` that claims to come
 /// from `claims` and export `ns/name` with the given IP families; returns its API and name.
+/// Renews a heartbeat Lease for cluster `id` on `hub` every second (the administrator's
+/// client; no claim, so importers take its objects as they are) until the task is aborted.
+fn keep_beating(hub: &Member, id: &str) -> tokio::task::JoinHandle<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let namespace = atoll_api::hub::namespace_for(id);
+    let leases: Api<Lease> = Api::namespaced(hub.client.clone(), &namespace);
+    tokio::spawn(async move {
+        loop {
+            let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                k8s_openapi::jiff::Timestamp::now(),
+            );
+            let lease = serde_json::json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": { "name": atoll_api::hub::LEASE_NAME, "namespace": namespace },
+                "spec": { "renewTime": now },
+            });
+            let params = PatchParams::apply("atoll-e2e").force();
+            if let Err(error) = leases
+                .patch(atoll_api::hub::LEASE_NAME, &params, &Patch::Apply(&lease))
+                .await
+            {
+                eprintln!("renewing the heartbeat of {namespace} failed: {error}");
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    })
+}
+
 async fn hand_made_record(
     hub: &Member,
     stored_in: &str,
@@ -500,6 +528,27 @@ async fn an_ip_family_the_cluster_lacks_is_reported_on_the_import() -> anyhow::R
     let ns = set.namespace("ipv6").await?;
     // An IPv6-only service from a member (c9) whose record we write by hand: the local
     // clusters are IPv4-only, so no importer can give it a VIP.
+    // c9 beats (importers use no cluster they have not seen beat). Whatever happens, its
+    // Lease and record leave with the test: a member left silent on the hub is withdrawn
+    // everywhere after the grace, which later tests would count.
+    let beating = keep_beating(&set.members[0], "c9");
+    let _gone = {
+        let (set, record) = (set.clone(), atoll_api::hub::record_name(&ns.name, "v6only"));
+        atoll_testing::Undo::new(move || {
+            let hub = set.members[0].context.clone();
+            let namespace = atoll_api::hub::namespace_for("c9");
+            for (kind, name) in [
+                ("exportedservices.hub.atoll.dev", record.as_str()),
+                ("lease", atoll_api::hub::LEASE_NAME),
+            ] {
+                let _ = atoll_testing::membership::kubectl(
+                    &set,
+                    &hub,
+                    &["delete", kind, name, "-n", &namespace, "--ignore-not-found"],
+                );
+            }
+        })
+    };
     let (records, name) =
         hand_made_record(&set.members[0], "c9", "c9", &ns.name, "v6only", &["IPv6"]).await?;
     for member in &set.members {
@@ -530,5 +579,6 @@ async fn an_ip_family_the_cluster_lacks_is_reported_on_the_import() -> anyhow::R
         )
         .await?;
     }
+    beating.abort();
     ns.cleanup().await
 }
