@@ -13,6 +13,9 @@ use fit::{Sections, fit};
 const EDE_OTHER: u16 = 0;
 const EDE_NOT_READY: u16 = 14;
 
+/// The Extended DNS Error text of an answer whose records were trimmed in the zone.
+const TRIMMED: &str = "answer cut: this name holds more records than one DNS message can carry";
+
 /// What happened to a packet, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
@@ -102,7 +105,7 @@ pub fn answer(zone: &Zone, packet: &[u8], tcp: bool, out: &mut Vec<u8>) -> Outco
         1,
         fit.answer_count,
         u16::from(fit.authority && authority),
-        fit.additional_count + u16::from(edns),
+        fit.additional_count.saturating_add(u16::from(edns)),
     ];
     push_header(
         out,
@@ -157,7 +160,10 @@ fn classify<'z>(
     }
     match zone.node(name) {
         Some(node) => match node.sets.iter().find(|(t, _)| *t == query.qtype) {
-            Some((_, set)) => (rcode::NOERROR, Some(set), false, None),
+            Some((_, set)) => {
+                let trimmed = (set.trimmed > 0).then_some((EDE_OTHER, TRIMMED));
+                (rcode::NOERROR, Some(set), false, trimmed)
+            }
             None => (rcode::NOERROR, None, true, None),
         },
         None => {

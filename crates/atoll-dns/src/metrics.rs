@@ -118,6 +118,8 @@ pub struct DnsMetrics {
     pub snapshot_names: Gauge,
     /// Bytes of pre-encoded records in the current snapshot.
     pub snapshot_bytes: Gauge,
+    /// Records left out of the current snapshot at the zone's caps (per name, per service).
+    pub snapshot_trimmed: Gauge,
     /// Snapshots swapped in (the first one, then one per batch of changes).
     pub rebuilds: Counter,
     /// Time to make the next snapshot from a batch of changes, seconds: proportional to the
@@ -171,6 +173,7 @@ impl Default for DnsMetrics {
             snapshot_timestamp: Gauge::default(),
             snapshot_names: Gauge::default(),
             snapshot_bytes: Gauge::default(),
+            snapshot_trimmed: Gauge::default(),
             rebuilds: Counter::default(),
             update_seconds: Histogram::new(exponential_buckets(0.000_01, 2.0, 16)),
             updated_services: Counter::default(),
@@ -268,6 +271,11 @@ impl DnsMetrics {
             "snapshot_bytes",
             "Bytes of pre-encoded records in the current snapshot",
             self.snapshot_bytes.clone(),
+        );
+        r.register(
+            "snapshot_trimmed_records",
+            "Records left out of the current snapshot: a name holding more than one message can carry, or a service past its record budget",
+            self.snapshot_trimmed.clone(),
         );
         r.register(
             "snapshot_rebuilds",

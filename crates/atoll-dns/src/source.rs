@@ -211,6 +211,9 @@ fn publish(zone: &SharedZone, metrics: &DnsMetrics, next: &Arc<Zone>) {
     metrics
         .snapshot_bytes
         .set(i64::try_from(next.bytes).unwrap_or(i64::MAX));
+    metrics
+        .snapshot_trimmed
+        .set(i64::try_from(next.trimmed).unwrap_or(i64::MAX));
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

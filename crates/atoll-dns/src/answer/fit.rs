@@ -1,10 +1,11 @@
 //! Which records of a response fit a transport's size limit. A response that does not fit
 //! loses, in this order, its additional records (addresses of SRV targets: a client can look
-//! them up), the Extended DNS Error text, the SOA of the authority section, then answer records
-//! from the end. Records go whole, so what is sent always parses, and the answers sent are the
-//! first ones of the full answer. (The zone never sends an authority SOA beside answers, nor an
-//! Extended DNS Error with them: for its responses this is "additional records, then answers"
-//! and, for negative answers, "the error text, then the SOA".)
+//! them up), the Extended DNS Error text of a negative answer, the SOA of the authority
+//! section, then answer records from the end. Records go whole, so what is sent always parses,
+//! and the answers sent are the first ones of the full answer. (The zone never sends an
+//! authority SOA beside answers; the only Extended DNS Error beside answers says the zone cut
+//! that name's records, and it stays. For its responses this is "additional records, then
+//! answers" and, for negative answers, "the error text, then the SOA".)
 //!
 //! TC is set only over UDP and only when an answer or authority record was left out: RFC 2181
 //! §9 sets it when a required RRset could not be sent whole, not when additional information
@@ -84,9 +85,13 @@ pub(crate) fn fit(fixed: usize, sections: &Sections<'_>, limit: usize, tcp: bool
         return fit;
     }
     (fit.additional_bytes, fit.additional_count) = (0, 0);
-    fit.ede = false;
-    if fits(&fit) {
-        return fit;
+    // A negative answer gives up its error text before its SOA; answers keep theirs (it says
+    // the zone itself cut them) and give up records instead.
+    if sections.answers.is_empty() {
+        fit.ede = false;
+        if fits(&fit) {
+            return fit;
+        }
     }
     if !sections.authority.is_empty() {
         fit.authority = false;
@@ -96,6 +101,10 @@ pub(crate) fn fit(fixed: usize, sections: &Sections<'_>, limit: usize, tcp: bool
         }
     }
     (fit.answer_bytes, fit.answer_count) = (0, 0);
+    if !fits(&fit) {
+        // Not even the error text fits beside the header: it goes too.
+        fit.ede = false;
+    }
     let room = limit.saturating_sub(fit.len(fixed, sections));
     (fit.answer_bytes, fit.answer_count) =
         whole_records(sections.answers, sections.answer_count, room);
@@ -297,11 +306,16 @@ mod tests {
             if ede_cut || authority_cut || answers_cut {
                 prop_assert_eq!(fit.additional_count, 0);
             }
-            if authority_cut || answers_cut {
+            if (authority_cut || answers_cut) && case.answer_count == 0 {
                 prop_assert!(
                     !fit.ede || case.opt.is_none_or(|(full, bare)| full == bare),
-                    "the error text goes before the SOA and answers"
+                    "a negative answer's error text goes before its SOA"
                 );
+            }
+            if answers_cut && case.answer_count > 0 && ede_cut {
+                // Beside answers the text stays unless it does not fit even without them.
+                let alone = Fit { answer_bytes: 0, answer_count: 0, ede: true, ..fit };
+                prop_assert!(alone.len(case.fixed, &sections) > case.limit, "the text beside cut answers stays");
             }
             if answers_cut {
                 prop_assert!(case.authority.is_empty() || authority_cut, "the SOA goes before answers");

@@ -13,6 +13,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::fixtures::{mk_import, mk_slice};
 use crate::zone::ZoneConfig;
+use crate::zone::{MAX_RRSET, MAX_SERVICE_RECORDS};
 
 fn zone() -> Zone {
     let hello = mk_import(
@@ -770,4 +771,94 @@ proptest! {
         prop_assert!(!full.metadata.truncation, "never TC over TCP");
         prop_assert_eq!(m.edns.as_ref().map(Edns::max_payload), claimed.map(|_| server_max));
     }
+}
+
+/// A headless import "huge" with `endpoints` ready IPv4 endpoints (each with a hostname) and
+/// `ports` named TCP ports, in one slice of cluster c1.
+fn huge_zone(endpoints: usize, ports: usize) -> Zone {
+    use k8s_openapi::api::discovery::v1::EndpointPort;
+    let port_specs: Vec<(String, i32)> = (0..ports)
+        .map(|p| (format!("p{p}"), 1000 + p as i32))
+        .collect();
+    let spec_refs: Vec<(&str, &str, i32)> = port_specs
+        .iter()
+        .map(|(n, p)| (n.as_str(), "TCP", *p))
+        .collect();
+    let import = mk_import("demo", "huge", ServiceImportType::Headless, &[], &spec_refs);
+    let addresses: Vec<(String, String)> = (0..endpoints)
+        .map(|i| {
+            (
+                format!("10.{}.{}.{}", i / 65_536, (i / 256) % 256, i % 256),
+                format!("pod-{i}"),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, Option<&str>, bool)> = addresses
+        .iter()
+        .map(|(a, h)| (a.as_str(), Some(h.as_str()), true))
+        .collect();
+    let mut slice = mk_slice("demo", "huge", "c1", "IPv4", &refs);
+    slice.ports = Some(
+        port_specs
+            .iter()
+            .map(|(n, p)| EndpointPort {
+                name: Some(n.clone()),
+                protocol: Some("TCP".into()),
+                port: Some(*p),
+                app_protocol: None,
+            })
+            .collect(),
+    );
+    Zone::build(&ZoneConfig::default(), &[&import], &[&slice])
+}
+
+#[test]
+fn a_name_with_more_records_than_a_message_holds_is_trimmed_and_says_so() {
+    // 70,000 ready endpoints: more A records at the service's name than a u16 counts (the
+    // defect: every `atoll dns` panicked on `attempt to add with overflow`, a release build
+    // wrapped and served corrupt counts). The zone keeps MAX_RRSET of them (the same in every
+    // replica), counts the rest and says so in an Extended DNS Error; over TCP the answer is
+    // what one message carries.
+    let z = huge_zone(70_000, 1);
+    assert!(z.trimmed > 0, "trimmed records are counted");
+    let name = "huge.demo.svc.clusterset.local.";
+    let (tcp, raw) = ask_with(&z, name, RecordType::A, Some(1232), true);
+    assert_eq!(tcp.metadata.response_code, ResponseCode::NoError);
+    assert!(!tcp.answers.is_empty() && tcp.answers.len() <= MAX_RRSET);
+    assert!(raw.len() <= usize::from(u16::MAX));
+    assert!(
+        String::from_utf8_lossy(&raw).contains("answer cut"),
+        "the Extended DNS Error says the answer was cut"
+    );
+    // A name of the same service with few records is whole, without that error.
+    let (one, raw) = ask_with(
+        &z,
+        "pod-7.c1.huge.demo.svc.clusterset.local.",
+        RecordType::A,
+        Some(1232),
+        false,
+    );
+    assert_eq!(ips(&one), vec![ip("10.0.0.7")]);
+    assert!(!String::from_utf8_lossy(&raw).contains("answer cut"));
+}
+
+#[test]
+fn a_member_at_every_bound_cannot_push_a_service_past_its_record_budget() {
+    // The hub CRDs' bounds and the importer's endpoint cap allow 20,000 endpoints with 100
+    // ports each: two million SRV records for one service. The zone holds at most
+    // MAX_SERVICE_RECORDS of its records (every name's set at most MAX_RRSET), so its bytes
+    // stay under a fixed bound (at most 200 bytes a record here) whatever the member sends.
+    let z = huge_zone(20_000, 100);
+    assert!(z.trimmed > 1_000_000, "{} trimmed", z.trimmed);
+    let bound = MAX_SERVICE_RECORDS * 200;
+    assert!(z.bytes <= bound, "{} bytes over {bound}", z.bytes);
+    let srv = ask_with(
+        &z,
+        "_p0._tcp.huge.demo.svc.clusterset.local.",
+        RecordType::SRV,
+        None,
+        true,
+    )
+    .0;
+    assert_eq!(srv.metadata.response_code, ResponseCode::NoError);
 }

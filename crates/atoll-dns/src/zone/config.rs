@@ -57,7 +57,11 @@ pub enum ZoneError {
 /// serves at its apex.
 pub fn zone_name(text: &str) -> Result<String, ZoneError> {
     let name = DnsName::parse(text)?;
-    if LONGEST_APEX_PREFIX.len() + name.as_str().len() > MAX_NAME {
+    if LONGEST_APEX_PREFIX
+        .len()
+        .saturating_add(name.as_str().len())
+        > MAX_NAME
+    {
         return Err(ZoneError::TooLong {
             zone: name.as_str().to_owned(),
         });

@@ -4,6 +4,9 @@
 //! an immutable [`Zone`] with pre-encoded record sets is built, and updated one changed service
 //! at a time. Answering from it is [`crate::answer`]'s part.
 
+// Zone arithmetic is checked: a member's input at any bound must not panic or wrap here.
+#![deny(clippy::arithmetic_side_effects)]
+
 mod catalog;
 mod config;
 mod feed;
@@ -19,6 +22,8 @@ pub use config::{DEFAULT_MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD, ZoneConfig, ZoneError
 pub use feed::{Feed, WatchEvent};
 pub use missing::Missing;
 pub(crate) use records::RrSet;
+#[cfg(test)]
+pub(crate) use records::{MAX_RRSET, MAX_SERVICE_RECORDS};
 pub use snapshot::Zone;
 pub use trust::SliceTrust;
 

@@ -8,7 +8,7 @@ use crate::wire::{encode_name, rtype};
 
 use super::catalog::{ImportRecord, SliceRecord};
 use super::missing::Missing;
-use super::records::{Builder, Node, Ttls, srv_rdata};
+use super::records::{Builder, MAX_SERVICE_RECORDS, Node, Ttls, srv_rdata};
 
 /// The encoded names of one service, sorted for binary search.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -17,6 +17,9 @@ pub(super) struct ServiceNames {
     missing: Vec<(Box<[u8]>, Missing)>,
     /// Bytes of pre-encoded records.
     pub bytes: usize,
+    /// Records left out: over a name's [`MAX_RRSET`](super::records::MAX_RRSET) or the
+    /// service's [`MAX_SERVICE_RECORDS`].
+    pub trimmed: u64,
 }
 
 /// `<svc>.<ns>` in wire format without the root: how a service is found from a query name,
@@ -44,7 +47,7 @@ impl ServiceNames {
         slices: impl Iterator<Item = &'a SliceRecord>,
     ) -> Option<Self> {
         let full = |relative: String| encode_name(&format!("{relative}.{zone}"));
-        let mut b = Builder::default();
+        let mut b = Builder::with_budget(MAX_SERVICE_RECORDS);
         let mut missing = BTreeMap::new();
         let base = full(format!("{name}.{namespace}.svc"))?;
         let slices: Vec<&SliceRecord> = slices.collect();
@@ -85,12 +88,19 @@ impl ServiceNames {
                 }
             }
         }
+        let over_budget = b.over_budget();
         let nodes = b.encode(ttls);
-        let bytes = nodes.iter().map(|(_, n)| n.bytes()).sum();
+        let bytes = nodes
+            .iter()
+            .fold(0usize, |sum, (_, n)| sum.saturating_add(n.bytes()));
+        let trimmed = nodes
+            .iter()
+            .fold(over_budget, |sum, (_, n)| sum.saturating_add(n.trimmed()));
         Some(Self {
             nodes,
             missing: missing.into_iter().collect(),
             bytes,
+            trimmed,
         })
     }
 
@@ -128,7 +138,7 @@ fn clusterset_ip(
         b.add_address(base, ip);
     }
     let distinct: BTreeSet<i32> = import.ports.iter().map(|p| p.port).collect();
-    let weight = (100 / distinct.len().max(1)) as u16;
+    let weight = srv_weight(distinct.len());
     for port in &distinct {
         let Ok(port) = u16::try_from(*port) else {
             continue;
@@ -208,14 +218,19 @@ fn headless(
             }
         }
     }
-    let weight = (100 / bare.len().max(1)) as u16;
+    let weight = srv_weight(bare.len());
     for (target, port) in &bare {
         b.add(base, rtype::SRV, srv_rdata(weight, *port, target));
     }
     for (srv_name, targets) in named {
-        let weight = (100 / targets.len().max(1)) as u16;
+        let weight = srv_weight(targets.len());
         for (target, port) in targets {
             b.add(&srv_name, rtype::SRV, srv_rdata(weight, port, &target));
         }
     }
+}
+
+/// The SRV weight of each of `targets` records sharing a name: 100 split evenly (at least 0).
+fn srv_weight(targets: usize) -> u16 {
+    u16::try_from(100usize.checked_div(targets.max(1)).unwrap_or(0)).unwrap_or(0)
 }

@@ -41,6 +41,8 @@ pub struct Zone {
     pub names: usize,
     /// Bytes of pre-encoded records, for metrics.
     pub bytes: usize,
+    /// Records left out of the zone at its caps, for metrics.
+    pub trimmed: u64,
 }
 
 /// Where a name under the zone would be, from its labels.
@@ -104,7 +106,9 @@ impl Zone {
         let Some(namespace_label) = encode_name(namespace).filter(|l| l.len() > 2) else {
             return;
         };
-        let namespace_label = &namespace_label[1..namespace_label.len() - 1];
+        let namespace_label = namespace_label
+            .get(1..namespace_label.len().saturating_sub(1))
+            .unwrap_or_default();
         let new = catalog.import(service).and_then(|import| {
             ServiceNames::build(
                 &self.zone,
@@ -115,27 +119,35 @@ impl Zone {
             )
             .map(Arc::new)
         });
-        let (added_names, added_bytes) = new.as_ref().map_or((0, 0), |n| (n.names(), n.bytes));
+        let sizes = |n: &ServiceNames| (n.names(), n.bytes, n.trimmed);
+        let added = new.as_deref().map_or((0, 0, 0), sizes);
         let is_new = new.is_some();
         let old = self.services.set(&key, new);
-        let (removed_names, removed_bytes) = old.as_ref().map_or((0, 0), |o| (o.names(), o.bytes));
-        self.names = self.names + added_names - removed_names;
-        self.bytes = self.bytes + added_bytes - removed_bytes;
+        let removed = old.as_deref().map_or((0, 0, 0), sizes);
+        // Saturating: an accounting slip must not take the server down.
+        self.names = self.names.saturating_add(added.0).saturating_sub(removed.0);
+        self.bytes = self.bytes.saturating_add(added.1).saturating_sub(removed.1);
+        self.trimmed = self
+            .trimmed
+            .saturating_add(added.2)
+            .saturating_sub(removed.2);
         match (old.is_some(), is_new) {
             (false, true) => {
                 let count = self.namespaces.get(namespace_label).copied().unwrap_or(0);
-                self.namespaces.set(namespace_label, Some(count + 1));
+                self.namespaces
+                    .set(namespace_label, Some(count.saturating_add(1)));
                 if count == 0 {
-                    self.names += 1;
+                    self.names = self.names.saturating_add(1);
                 }
             }
             (true, false) => {
                 let count = self.namespaces.get(namespace_label).copied().unwrap_or(1);
                 if count <= 1 {
                     self.namespaces.set(namespace_label, None);
-                    self.names -= 1;
+                    self.names = self.names.saturating_sub(1);
                 } else {
-                    self.namespaces.set(namespace_label, Some(count - 1));
+                    self.namespaces
+                        .set(namespace_label, Some(count.saturating_sub(1)));
                 }
             }
             _ => {}
@@ -173,7 +185,9 @@ impl Zone {
             .into_iter()
             .map(|(owner, node)| (owner.into_vec(), node))
             .collect();
-        let bytes = soa.len() + fixed.iter().map(|(_, n)| n.bytes()).sum::<usize>();
+        let bytes = fixed
+            .iter()
+            .fold(soa.len(), |sum, (_, n)| sum.saturating_add(n.bytes()));
         Self {
             apex,
             zone: config.zone.clone(),
@@ -187,29 +201,41 @@ impl Zone {
             synced: true,
             max_udp_payload: config.max_udp_payload.max(MIN_UDP_PAYLOAD),
             bytes,
+            trimmed: 0,
         }
     }
 
     /// Where `name` (lowercase wire format, under the zone) belongs.
     fn place<'n>(&self, name: &'n [u8]) -> Place<'n> {
         // Offsets of the labels under the zone; a name has at most 127 labels.
+        // Checked throughout: a malformed name finds nothing rather than a panic.
         let mut offsets = [0u8; 128];
-        let mut depth = 0;
-        let end = name.len() - self.apex.len();
-        let mut at = 0;
+        let mut depth = 0usize;
+        let end = name.len().saturating_sub(self.apex.len());
+        let mut at = 0usize;
         while at < end && depth < offsets.len() {
-            offsets[depth] = at as u8;
-            depth += 1;
-            at += usize::from(name[at]) + 1;
+            if let Some(offset) = offsets.get_mut(depth) {
+                *offset = u8::try_from(at).unwrap_or(u8::MAX);
+            }
+            depth = depth.saturating_add(1);
+            let len = name.get(at).map_or(end, |l| usize::from(*l));
+            at = at.saturating_add(len).saturating_add(1);
         }
-        let label = |i: usize| {
-            let start = usize::from(offsets[i]);
-            &name[start + 1..start + 1 + usize::from(name[start])]
+        let offset = |i: usize| offsets.get(i).map_or(0, |o| usize::from(*o));
+        let label = |i: usize| -> &[u8] {
+            let start = offset(i);
+            let len = name.get(start).map_or(0, |l| usize::from(*l));
+            let first = start.saturating_add(1);
+            name.get(first..first.saturating_add(len))
+                .unwrap_or_default()
         };
-        if depth >= 3 && label(depth - 1) == b"svc" {
+        let back = |n: usize| depth.checked_sub(n);
+        if let (Some(d3), Some(d2), Some(d1)) = (back(3), back(2), back(1))
+            && label(d1) == b"svc"
+        {
             Place::Service {
-                key: &name[usize::from(offsets[depth - 3])..usize::from(offsets[depth - 1])],
-                namespace: label(depth - 2),
+                key: name.get(offset(d3)..offset(d1)).unwrap_or_default(),
+                namespace: label(d2),
                 depth,
             }
         } else if depth == 2 && label(1) == b"svc" {
@@ -257,7 +283,8 @@ impl Zone {
     /// Shards of the service and namespace maps this zone shares with `other`.
     #[cfg(test)]
     pub(crate) fn shared_shards(&self, other: &Self) -> usize {
-        self.services.shared_shards(&other.services)
-            + self.namespaces.shared_shards(&other.namespaces)
+        self.services
+            .shared_shards(&other.services)
+            .saturating_add(self.namespaces.shared_shards(&other.namespaces))
     }
 }
