@@ -38,7 +38,10 @@ impl Properties {
         let mut clusters: BTreeMap<String, BTreeMap<String, String>> = observed
             .profiles
             .iter()
-            .filter_map(|p| Some((p.metadata.name.clone()?, profile_properties(p))))
+            .filter_map(|p| {
+                let clusterset = importer.get(labels::CLUSTERSET_PROPERTY).map(String::as_str);
+                Some((p.metadata.name.clone()?, profile_properties(p, clusterset)))
+            })
             .collect();
         clusters.insert(own.to_owned(), importer.clone());
         Self { importer, clusters }

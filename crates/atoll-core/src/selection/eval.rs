@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::discovery::v1::Endpoint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
+use atoll_api::labels::{CLUSTER_ID_PROPERTY, CLUSTERSET_PROPERTY};
+
 use super::selector::{ClusterSelector, SAME_AS_IMPORTER};
 
 /// A cluster that exports the service, as one importer sees it.
@@ -21,13 +23,26 @@ pub struct Candidate<'a> {
 /// A cluster's property values by name, as its ClusterProfile on the hub mirrors them.
 pub fn profile_properties(
     profile: &atoll_api::inventory::ClusterProfile,
+    clusterset: Option<&str>,
 ) -> BTreeMap<String, String> {
-    profile
+    let mut properties: BTreeMap<String, String> = profile
         .status
         .iter()
         .flat_map(|s| s.properties.iter())
         .map(|p| (p.name.clone(), p.value.clone()))
-        .collect()
+        .collect();
+    // Two properties no member may assert: its id is the profile's name (which only that
+    // member's credentials can write the status of), and its ClusterSet is the importer's own.
+    // Whatever else it writes is its own claim (see the README).
+    properties.remove(CLUSTER_ID_PROPERTY);
+    properties.remove(CLUSTERSET_PROPERTY);
+    if let Some(name) = &profile.metadata.name {
+        properties.insert(CLUSTER_ID_PROPERTY.to_owned(), name.clone());
+    }
+    if let Some(clusterset) = clusterset {
+        properties.insert(CLUSTERSET_PROPERTY.to_owned(), clusterset.to_owned());
+    }
+    properties
 }
 
 /// Whether an endpoint counts as serving for selection: ready, or serving while terminating

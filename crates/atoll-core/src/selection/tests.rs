@@ -325,3 +325,35 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_member_cannot_claim_another_members_id_or_clusterset() {
+    // c2 writes, into its own profile's status, `cluster.clusterset.k8s.io: c3` (to join the
+    // selectors meant for c3) and another ClusterSet. Its id is its profile's name and its
+    // ClusterSet the importer's; its other properties are its own claims. Taking the status as
+    // written (the defect) fails this test.
+    let profile: atoll_api::inventory::ClusterProfile = serde_json::from_value(serde_json::json!({
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+        "metadata": {"name": "c2", "namespace": "atoll-inventory"},
+        "spec": {"displayName": "c2", "clusterManager": {"name": "atoll"}},
+        "status": {"properties": [
+            {"name": "cluster.clusterset.k8s.io", "value": "c3"},
+            {"name": "clusterset.k8s.io", "value": "elsewhere"},
+            {"name": "region", "value": "a"},
+        ]},
+    }))
+    .unwrap();
+    assert_eq!(
+        profile_properties(&profile, Some("prod")),
+        props(&[
+            ("cluster.clusterset.k8s.io", "c2"),
+            ("clusterset.k8s.io", "prod"),
+            ("region", "a"),
+        ])
+    );
+    // An importer that knows no ClusterSet name believes none from a member either.
+    assert_eq!(
+        profile_properties(&profile, None),
+        props(&[("cluster.clusterset.k8s.io", "c2"), ("region", "a")])
+    );
+}

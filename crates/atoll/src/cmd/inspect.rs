@@ -550,24 +550,32 @@ async fn cluster_properties(
     use atoll_api::about::v1beta1::ClusterProperty;
     use atoll_api::inventory::ClusterProfile;
     let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let own_values: Option<BTreeMap<String, String>> = Api::<ClusterProperty>::all(member.clone())
+        .list(&ListParams::default())
+        .await
+        .ok()
+        .map(|own_properties| {
+            own_properties
+                .items
+                .into_iter()
+                .filter_map(|p| Some((p.metadata.name?, p.spec?.value)))
+                .collect()
+        });
+    let clusterset = own_values
+        .as_ref()
+        .and_then(|v| v.get(atoll_api::labels::CLUSTERSET_PROPERTY))
+        .map(String::as_str);
     if let Ok(profiles) =
         Api::<ClusterProfile>::namespaced(hub.clone(), atoll_core::membership::INVENTORY_NAMESPACE)
             .list(&ListParams::default())
             .await
     {
         for p in profiles.items {
-            out.insert(p.name_any(), atoll_core::selection::profile_properties(&p));
+            let properties = atoll_core::selection::profile_properties(&p, clusterset);
+            out.insert(p.name_any(), properties);
         }
     }
-    if let Ok(own_properties) = Api::<ClusterProperty>::all(member.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        let values = own_properties
-            .items
-            .into_iter()
-            .filter_map(|p| Some((p.metadata.name?, p.spec?.value)))
-            .collect();
+    if let Some(values) = own_values {
         out.insert(own.to_owned(), values);
     }
     out
