@@ -147,6 +147,16 @@ pub fn service_import(
     {
         annotations.insert(crate::selection::SELECTORS_ANNOTATION.to_owned(), text);
     }
+    // Never more than an object may carry: the selectors are shown for information only, and
+    // go first (exported annotations leave room for the rest, see `validate::names`).
+    let bytes = |a: &BTreeMap<String, String>| {
+        a.iter().fold(0usize, |sum, (k, v)| {
+            sum.saturating_add(k.len()).saturating_add(v.len())
+        })
+    };
+    if bytes(&annotations) > crate::validate::names::MAX_ANNOTATION_BYTES {
+        annotations.remove(crate::selection::SELECTORS_ANNOTATION);
+    }
     object.metadata.annotations = (!annotations.is_empty()).then_some(annotations);
     object.status = Some(ServiceImportStatus {
         clusters: merged

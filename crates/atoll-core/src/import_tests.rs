@@ -162,6 +162,36 @@ fn the_import_shows_the_cluster_selectors_it_uses() {
 }
 
 #[test]
+fn an_import_never_carries_more_annotations_than_an_object_may() {
+    // A member exports as many annotation bytes as validation lets through, and selectors: the
+    // import (with Atoll's own keys) stays within the apiserver's 256 KiB. Checking exported
+    // annotations alone against 256 KiB (the defect) let the import be refused in every
+    // importer.
+    use crate::validate::names::{MAX_ANNOTATION_BYTES, MAX_EXPORTED_ANNOTATION_BYTES};
+    let text = r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#;
+    let mut r = mk_record(
+        "c1",
+        0,
+        vec![port("tcp", "TCP", 42)],
+        ServiceImportType::ClusterSetIP,
+    );
+    r.cluster_selectors = crate::selection::parse(text).unwrap();
+    let exported = BTreeMap::from([(
+        "big".to_owned(),
+        "x".repeat(MAX_EXPORTED_ANNOTATION_BYTES - 3),
+    )]);
+    assert_eq!(crate::validate::names::annotations(&exported), Ok(()));
+    r.exported_annotations = exported;
+    let m = merge(&[&r]).unwrap();
+    let import = service_import(&m, vec!["10.101.0.9".into()], vec!["IPv4".into()]);
+    let annotations = import.metadata.annotations.unwrap();
+    let bytes: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    assert!(bytes <= MAX_ANNOTATION_BYTES, "{bytes} bytes");
+    assert!(annotations.contains_key(labels::DERIVED_SERVICE));
+    assert!(annotations.contains_key(crate::selection::SELECTORS_ANNOTATION));
+}
+
+#[test]
 fn headless_import_has_no_derived_service_and_no_ips() {
     let r = mk_record(
         "c1",

@@ -39,7 +39,9 @@ impl Properties {
             .profiles
             .iter()
             .filter_map(|p| {
-                let clusterset = importer.get(labels::CLUSTERSET_PROPERTY).map(String::as_str);
+                let clusterset = importer
+                    .get(labels::CLUSTERSET_PROPERTY)
+                    .map(String::as_str);
                 Some((p.metadata.name.clone()?, profile_properties(p, clusterset)))
             })
             .collect();

@@ -13,6 +13,12 @@ pub const MAX_LABEL: usize = 63;
 pub const MAX_SUBDOMAIN: usize = 253;
 /// Most bytes of annotations (keys and values together) an object may carry.
 pub const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+/// What of [`MAX_ANNOTATION_BYTES`] is kept for the keys Atoll adds to an import (the derived
+/// Service's name, the cluster selectors it uses): exported annotations get the rest, so an
+/// import carrying them is never refused by the apiserver in every importer.
+pub const ATOLL_ANNOTATION_BYTES: usize = 16 * 1024;
+/// Most bytes of exported annotations one export may carry.
+pub const MAX_EXPORTED_ANNOTATION_BYTES: usize = MAX_ANNOTATION_BYTES - ATOLL_ANNOTATION_BYTES;
 
 /// A lowercase RFC-1123 label of at most 63 characters (`DNS_LABEL`).
 pub fn is_dns_label(s: &str) -> bool {
@@ -83,8 +89,9 @@ pub fn labels(labels: &BTreeMap<String, String>) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Annotations the apiserver would accept on an object: qualified keys (compared in lower
-/// case, as the apiserver does), at most 256 KiB of keys and values together.
+/// Exported annotations an import can carry beside Atoll's own keys: qualified keys (compared
+/// in lower case, as the apiserver does), at most [`MAX_EXPORTED_ANNOTATION_BYTES`] of keys
+/// and values together.
 pub fn annotations(annotations: &BTreeMap<String, String>) -> Result<(), Problem> {
     let mut total = 0usize;
     for (key, value) in annotations {
@@ -95,11 +102,15 @@ pub fn annotations(annotations: &BTreeMap<String, String>) -> Result<(), Problem
         )?;
         total = total.saturating_add(key.len()).saturating_add(value.len());
     }
-    ensure(total <= MAX_ANNOTATION_BYTES, Reason::Annotation, || {
-        format!(
-            "exported annotations take {total} bytes, more than the {MAX_ANNOTATION_BYTES} an object may carry"
-        )
-    })
+    ensure(
+        total <= MAX_EXPORTED_ANNOTATION_BYTES,
+        Reason::Annotation,
+        || {
+            format!(
+                "exported annotations take {total} bytes, more than the {MAX_EXPORTED_ANNOTATION_BYTES} an import may carry beside Atoll's own keys (an object carries at most {MAX_ANNOTATION_BYTES})"
+            )
+        },
+    )
 }
 
 #[cfg(test)]
@@ -147,9 +158,13 @@ mod tests {
 
     #[test]
     fn annotations_are_bounded_in_total() {
-        let big = BTreeMap::from([("a".to_owned(), "x".repeat(MAX_ANNOTATION_BYTES))]);
+        // Room is kept for Atoll's own keys: what the apiserver alone would take is too much.
+        let big = BTreeMap::from([("a".to_owned(), "x".repeat(MAX_ANNOTATION_BYTES - 2))]);
         assert_eq!(annotations(&big).unwrap_err().reason, Reason::Annotation);
-        let fits = BTreeMap::from([("a".to_owned(), "x".repeat(MAX_ANNOTATION_BYTES - 1))]);
+        let fits = BTreeMap::from([(
+            "a".to_owned(),
+            "x".repeat(MAX_EXPORTED_ANNOTATION_BYTES - 1),
+        )]);
         assert_eq!(annotations(&fits), Ok(()));
         let key = BTreeMap::from([("Not Qualified".to_owned(), String::new())]);
         assert!(annotations(&key).is_err());
