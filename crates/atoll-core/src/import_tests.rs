@@ -145,16 +145,24 @@ fn clusterset_ip_import_has_derived_service_with_the_import_ports() {
     );
 }
 
-#[test]
-fn the_import_shows_the_cluster_selectors_it_uses() {
-    let text = r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#;
+const SELECTORS: &str = r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#;
+
+/// A ClusterSetIP record of c1 with [`SELECTORS`].
+fn record_with_selectors() -> ExportedServiceSpec {
     let mut r = mk_record(
         "c1",
         0,
         vec![port("tcp", "TCP", 42)],
         ServiceImportType::ClusterSetIP,
     );
-    r.cluster_selectors = crate::selection::parse(text).unwrap();
+    r.cluster_selectors = crate::selection::parse(SELECTORS).unwrap();
+    r
+}
+
+#[test]
+fn the_import_shows_the_cluster_selectors_it_uses() {
+    let text = SELECTORS;
+    let r = record_with_selectors();
     let m = merge(&[&r]).unwrap();
     let import = service_import(&m, vec!["10.101.0.9".into()], vec!["IPv4".into()]);
     let annotations = import.metadata.annotations.unwrap();
@@ -168,14 +176,7 @@ fn an_import_never_carries_more_annotations_than_an_object_may() {
     // annotations alone against 256 KiB (the defect) let the import be refused in every
     // importer.
     use crate::validate::names::{MAX_ANNOTATION_BYTES, MAX_EXPORTED_ANNOTATION_BYTES};
-    let text = r#"[{"propertySelector":{"matchLabels":{"region":"@SameAsImporter@"}}}]"#;
-    let mut r = mk_record(
-        "c1",
-        0,
-        vec![port("tcp", "TCP", 42)],
-        ServiceImportType::ClusterSetIP,
-    );
-    r.cluster_selectors = crate::selection::parse(text).unwrap();
+    let mut r = record_with_selectors();
     let exported = BTreeMap::from([(
         "big".to_owned(),
         "x".repeat(MAX_EXPORTED_ANNOTATION_BYTES - 3),

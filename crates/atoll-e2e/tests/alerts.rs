@@ -25,7 +25,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use atoll_api::hub::{self, ExportedService};
-use atoll_testing::faults::{exported, quota_on_copies, refuse_kept_writes};
+use atoll_testing::faults::{delete_kept, exported, quota_on_copies, refuse_kept_writes};
 use atoll_testing::hub_member::HubMember;
 use atoll_testing::mcs::wait_import_clusters;
 use atoll_testing::tools::cached_tool;
@@ -417,18 +417,7 @@ async fn alerts_fire_while_faults_happen_and_resolve_when_they_end() -> anyhow::
     // one): the alert fires, and c3 is never withdrawn meanwhile.
     let c3_agent = [("job", "atoll-agent-metrics-c3")];
     let refused = refuse_kept_writes(&set, &set.members[2]).await?;
-    atoll_testing::membership::kubectl(
-        &set,
-        &set.members[2].context,
-        &[
-            "-n",
-            atoll_core::membership::SYSTEM_NAMESPACE,
-            "delete",
-            "configmap",
-            atoll_core::membership::KEPT_CONFIG_MAP,
-            "--ignore-not-found",
-        ],
-    )?;
+    delete_kept(&set, &set.members[2])?;
     let restart_c3 = Undo::new(|| {
         let _ = fixtures::agents("start", &["c3"]);
     });

@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use atoll_api::hub::{self, BEAT_ANNOTATION, CLAIM_ANNOTATION, KEPT_ANNOTATION, LEASE_NAME};
-use atoll_testing::faults::refuse_kept_writes;
+use atoll_testing::faults::{delete_kept, refuse_kept_writes};
 use atoll_testing::mcs::{
     HELLO_PORTS, deploy_and_export, deploy_service, import, import_snapshot, settled_snapshot,
     slice_sources, wait_export_condition, wait_import_clusters, wait_sources,
@@ -21,7 +21,7 @@ use atoll_testing::{ClusterSet, Member, Undo, agent_admin_port, fixtures, http_g
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 
 /// The grace `hack/agents.sh` gives the agents.
 const GRACE: Duration = Duration::from_secs(12);
@@ -128,21 +128,6 @@ async fn core_uids(member: &Member, ns: &str, name: &str) -> anyhow::Result<Vec<
     Ok(held)
 }
 
-/// How many MCS slices `member` holds in `ns` from `source`.
-async fn slices_from(member: &Member, ns: &str, source: &str) -> anyhow::Result<usize> {
-    let selector = format!("{}={source}", atoll_api::labels::SOURCE_CLUSTER);
-    Ok(
-        Api::<k8s_openapi::api::discovery::v1::EndpointSlice>::namespaced(
-            member.client.clone(),
-            ns,
-        )
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items
-        .len(),
-    )
-}
-
 /// The kept ConfigMap of `member`'s agent.
 fn kept_maps(member: &Member) -> Api<ConfigMap> {
     Api::namespaced(member.client.clone(), SYSTEM)
@@ -217,25 +202,6 @@ fn restart_c3_unready() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// c2's agent stopped until c1 and c3 withdrew its slices in `ns`.
-async fn c2_withdrawn(set: &ClusterSet, ns: &str) -> anyhow::Result<()> {
-    fixtures::agents("stop", &["c2"])?;
-    for member in [&set.members[0], &set.members[2]] {
-        wait_for(
-            &format!("c2's slices in {ns} withdrawn in {}", member.context),
-            GRACE + Duration::from_secs(30),
-            || async {
-                Ok(match slices_from(member, ns, "c2").await? {
-                    0 => Ok(()),
-                    n => Err(n),
-                })
-            },
-        )
-        .await?;
-    }
-    Ok(())
-}
-
 /// Over a grace and a half after c3's agent (re)started: c3 imports nothing of c2 in `ns`
 /// (`only` is exported by c2 alone), and its heartbeat moves.
 async fn c2_stays_out_of_c3(set: &ClusterSet, ns: &str, what: &str) -> anyhow::Result<()> {
@@ -243,7 +209,7 @@ async fn c2_stays_out_of_c3(set: &ClusterSet, ns: &str, what: &str) -> anyhow::R
     let started = Instant::now();
     while started.elapsed() < GRACE * 3 / 2 {
         assert_eq!(
-            slices_from(c3, ns, "c2").await?,
+            atoll_testing::mcs::slices_from(c3, ns, "c2").await?,
             0,
             "{what}: c2's endpoints came back in c3 after {:.1} s",
             started.elapsed().as_secs_f64()
@@ -277,18 +243,7 @@ async fn a_refused_keep_write_stops_no_heartbeat_and_withdraws_nothing() -> anyh
     let _restart = Undo::new(|| {
         let _ = fixtures::agents("start", &["c3"]);
     });
-    kubectl(
-        &set,
-        &c3.context,
-        &[
-            "-n",
-            SYSTEM,
-            "delete",
-            "configmap",
-            KEPT,
-            "--ignore-not-found",
-        ],
-    )?;
+    delete_kept(&set, c3)?;
     fixtures::agents("restart", &["c3"])?;
     let beats = beats_over(&set, "c3", GRACE * 3).await?;
     eprintln!(
@@ -327,34 +282,6 @@ async fn a_refused_keep_write_stops_no_heartbeat_and_withdraws_nothing() -> anyh
     ns.cleanup().await
 }
 
-/// c2 exports `both` (with c3) and `only`, imported everywhere.
-async fn two_services(
-    set: &ClusterSet,
-    prefix: &str,
-) -> anyhow::Result<atoll_testing::TestNamespace> {
-    let ns = set.namespace(prefix).await?;
-    for (member, name) in [
-        (&set.members[1], "both"),
-        (&set.members[2], "both"),
-        (&set.members[1], "only"),
-    ] {
-        deploy_service(member, &ns.name, name, 1, HELLO_PORTS, false).await?;
-        fixtures::export(&member.client, &ns.name, name, &[]).await?;
-    }
-    for member in &set.members {
-        wait_sources(
-            member,
-            &ns.name,
-            "both",
-            &["c2", "c3"],
-            Duration::from_secs(30),
-        )
-        .await?;
-        wait_import_clusters(member, &ns.name, "only", 1).await?;
-    }
-    Ok(ns)
-}
-
 #[tokio::test]
 async fn a_lost_garbled_or_unreadable_kept_record_brings_no_dead_cluster_back() -> anyhow::Result<()>
 {
@@ -368,22 +295,11 @@ async fn a_lost_garbled_or_unreadable_kept_record_brings_no_dead_cluster_back() 
     let _agents = Undo::new(|| {
         let _ = fixtures::agents("start", &["c2", "c3"]);
     });
-    let ns = two_services(&set, "lostkept").await?;
-    c2_withdrawn(&set, &ns.name).await?;
+    let ns = atoll_testing::mcs::two_services(&set, "lostkept").await?;
+    atoll_testing::mcs::withdraw_all_of_c2(&set, &ns.name).await?;
 
     // Deleted.
-    kubectl(
-        &set,
-        &c3.context,
-        &[
-            "-n",
-            SYSTEM,
-            "delete",
-            "configmap",
-            KEPT,
-            "--ignore-not-found",
-        ],
-    )?;
+    delete_kept(&set, c3)?;
     fixtures::agents("restart", &["c3"])?;
     c2_stays_out_of_c3(&set, &ns.name, "ConfigMap deleted").await?;
 
@@ -478,18 +394,7 @@ async fn a_member_joining_during_an_outage_imports_nothing_of_the_dead_cluster()
     .await?;
 
     fixtures::agents("stop", &["c3"])?;
-    kubectl(
-        &set,
-        &c3.context,
-        &[
-            "-n",
-            SYSTEM,
-            "delete",
-            "configmap",
-            KEPT,
-            "--ignore-not-found",
-        ],
-    )?;
+    delete_kept(&set, c3)?;
     kubectl(&set, &c3.context, &["create", "namespace", &ns.name])?;
     let started = Instant::now();
     fixtures::agents("start", &["c3"])?;
@@ -567,7 +472,7 @@ async fn an_importer_crash_looping_every_3_s_still_withdraws_a_dead_cluster() ->
         let _ = fixtures::agents("stop", &["c3"]);
         let _ = fixtures::agents("start", &["c2", "c3"]);
     });
-    let ns = two_services(&set, "crashloop").await?;
+    let ns = atoll_testing::mcs::two_services(&set, "crashloop").await?;
     // A clean hand-over to the crash-looping identity.
     fixtures::agents("stop", &["c3"])?;
     crash_and_restart_c3(&set)?;
@@ -579,7 +484,9 @@ async fn an_importer_crash_looping_every_3_s_still_withdraws_a_dead_cluster() ->
         crash_and_restart_c3(&set)?;
         let cycle = Instant::now();
         while cycle.elapsed() < PERIOD {
-            if withdrawn.is_none() && slices_from(c3, &ns.name, "c2").await? == 0 {
+            if withdrawn.is_none()
+                && atoll_testing::mcs::slices_from(c3, &ns.name, "c2").await? == 0
+            {
                 withdrawn = Some(died.elapsed());
             }
             tokio::time::sleep(Duration::from_millis(250)).await;

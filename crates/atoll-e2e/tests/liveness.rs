@@ -42,34 +42,6 @@ async fn has_event(member: &Member, ns: &str, name: &str, reason: &str) -> anyho
     Ok(true)
 }
 
-/// `both` exported from c2 and c3, `only` from c2 alone.
-async fn two_services(
-    set: &ClusterSet,
-    prefix: &str,
-) -> anyhow::Result<atoll_testing::TestNamespace> {
-    let ns = set.namespace(prefix).await?;
-    for (member, name) in [
-        (&set.members[1], "both"),
-        (&set.members[2], "both"),
-        (&set.members[1], "only"),
-    ] {
-        deploy_service(member, &ns.name, name, 1, HELLO_PORTS, false).await?;
-        fixtures::export(&member.client, &ns.name, name, &[]).await?;
-    }
-    for member in &set.members {
-        wait_sources(
-            member,
-            &ns.name,
-            "both",
-            &["c2", "c3"],
-            Duration::from_secs(30),
-        )
-        .await?;
-        wait_import_clusters(member, &ns.name, "only", 1).await?;
-    }
-    Ok(ns)
-}
-
 /// c2 silent (`stop` stops it): c1 and c3 keep its endpoints within the grace, then withdraw
 /// them, removing the import only c2 exported; `start` brings it back.
 async fn withdraw_and_restore(
@@ -162,7 +134,7 @@ async fn a_silent_agent_is_withdrawn_after_the_grace_and_comes_back() -> anyhow:
     let _agent = Undo::new(|| {
         let _ = fixtures::agents("start", &["c2"]);
     });
-    let ns = two_services(&set, "silent").await?;
+    let ns = atoll_testing::mcs::two_services(&set, "silent").await?;
     withdraw_and_restore(
         &set,
         &ns.name,
@@ -182,7 +154,7 @@ async fn when_a_cluster_dies_it_is_withdrawn_after_the_grace_and_comes_back() ->
         let _ = fixtures::cluster("start", "c2");
         let _ = fixtures::agents("start", &["c2"]);
     });
-    let ns = two_services(&set, "dead").await?;
+    let ns = atoll_testing::mcs::two_services(&set, "dead").await?;
     withdraw_and_restore(
         &set,
         &ns.name,
@@ -242,7 +214,7 @@ async fn a_hub_outage_longer_than_the_grace_withdraws_nothing() -> anyhow::Resul
 #[tokio::test]
 async fn a_wiped_hub_withdraws_nothing_and_is_published_again() -> anyhow::Result<()> {
     let set = ClusterSet::from_env().await?;
-    let ns = two_services(&set, "wipe").await?;
+    let ns = atoll_testing::mcs::two_services(&set, "wipe").await?;
     let mut before = Vec::new();
     for name in ["both", "only"] {
         before.push(settled_snapshot(&set, &ns.name, name).await?);
@@ -402,37 +374,6 @@ async fn a_member_with_a_skewed_clock_that_keeps_renewing_is_never_withdrawn() -
     ns.cleanup().await
 }
 
-/// How many MCS slices `member` holds in `ns` from `source`.
-async fn slices_from(member: &Member, ns: &str, source: &str) -> anyhow::Result<usize> {
-    let selector = format!("{}={source}", atoll_api::labels::SOURCE_CLUSTER);
-    let slices = Api::<k8s_openapi::api::discovery::v1::EndpointSlice>::namespaced(
-        member.client.clone(),
-        ns,
-    )
-    .list(&ListParams::default().labels(&selector))
-    .await?;
-    Ok(slices.items.len())
-}
-
-/// c2 silent until every member withdrew its slices in `ns`.
-async fn withdraw_all_of_c2(set: &ClusterSet, ns: &str) -> anyhow::Result<()> {
-    fixtures::agents("stop", &["c2"])?;
-    for member in [&set.members[0], &set.members[2]] {
-        wait_for(
-            &format!("c2's slices in {ns} withdrawn in {}", member.context),
-            GRACE + Duration::from_secs(30),
-            || async {
-                Ok(match slices_from(member, ns, "c2").await? {
-                    0 => Ok(()),
-                    _ => Err("some left"),
-                })
-            },
-        )
-        .await?;
-    }
-    Ok(())
-}
-
 /// The writes (or errors, `errors`) of the agent of `members[index]` on EndpointSlices with
 /// `verb` (every verb when `None`).
 async fn slice_writes(index: usize, verb: Option<&str>, errors: bool) -> anyhow::Result<f64> {
@@ -510,7 +451,7 @@ async fn a_cluster_withdrawn_whole_leaves_in_one_request_per_namespace_or_one_by
         anyhow::Ok(counts)
     };
     let before = counts().await?;
-    withdraw_all_of_c2(&set, &ns.name).await?;
+    atoll_testing::mcs::withdraw_all_of_c2(&set, &ns.name).await?;
     for ((collections, deletes), (collections_before, deletes_before)) in
         counts().await?.into_iter().zip(before)
     {
@@ -580,7 +521,7 @@ async fn a_cluster_withdrawn_whole_leaves_in_one_request_per_namespace_or_one_by
     .await?;
     let errors = slice_writes(0, None, true).await?;
     let deletes = slice_writes(0, Some("delete"), false).await?;
-    withdraw_all_of_c2(&set, &ns.name).await?;
+    atoll_testing::mcs::withdraw_all_of_c2(&set, &ns.name).await?;
     assert!(
         slice_writes(0, None, true).await? - errors >= 1.0,
         "the refused collection is counted"

@@ -166,3 +166,20 @@ pub async fn refuse_kept_writes(
     .await?;
     Ok(guard)
 }
+
+/// Deletes `member`'s kept liveness decisions (the ConfigMap), as an operator or a cleanup
+/// job might.
+pub fn delete_kept(set: &ClusterSet, member: &Member) -> anyhow::Result<()> {
+    kubectl(
+        set,
+        &member.context,
+        &[
+            "-n",
+            atoll_core::membership::SYSTEM_NAMESPACE,
+            "delete",
+            "configmap",
+            atoll_core::membership::KEPT_CONFIG_MAP,
+            "--ignore-not-found",
+        ],
+    )
+}

@@ -344,3 +344,61 @@ pub async fn settled_snapshot(
     )
     .await
 }
+
+/// A namespace `<prefix>-…` where c2 exports `both` (with c3) and `only`, imported everywhere:
+/// the liveness tests' fixture (a dead c2 leaves `only` and half of `both`).
+pub async fn two_services(
+    set: &ClusterSet,
+    prefix: &str,
+) -> anyhow::Result<crate::cluster_set::TestNamespace> {
+    let ns = set.namespace(prefix).await?;
+    for (member, name) in [
+        (&set.members[1], "both"),
+        (&set.members[2], "both"),
+        (&set.members[1], "only"),
+    ] {
+        deploy_service(member, &ns.name, name, 1, HELLO_PORTS, false).await?;
+        fixtures::export(&member.client, &ns.name, name, &[]).await?;
+    }
+    for member in &set.members {
+        wait_sources(
+            member,
+            &ns.name,
+            "both",
+            &["c2", "c3"],
+            Duration::from_secs(30),
+        )
+        .await?;
+        wait_import_clusters(member, &ns.name, "only", 1).await?;
+    }
+    Ok(ns)
+}
+
+/// How many MCS slices `member` holds in `ns` from cluster `source`.
+pub async fn slices_from(member: &Member, ns: &str, source: &str) -> anyhow::Result<usize> {
+    let selector = format!("{}={source}", labels::SOURCE_CLUSTER);
+    let slices = Api::<EndpointSlice>::namespaced(member.client.clone(), ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    Ok(slices.items.len())
+}
+
+/// c2's agent stopped until c1 and c3 withdrew its slices in `ns` (the local ClusterSet's
+/// 12 s grace, and 30 s more).
+pub async fn withdraw_all_of_c2(set: &ClusterSet, ns: &str) -> anyhow::Result<()> {
+    fixtures::agents("stop", &["c2"])?;
+    for member in [&set.members[0], &set.members[2]] {
+        wait_for(
+            &format!("c2's slices in {ns} withdrawn in {}", member.context),
+            Duration::from_secs(12 + 30),
+            || async {
+                Ok(match slices_from(member, ns, "c2").await? {
+                    0 => Ok(()),
+                    n => Err(format!("{n} left")),
+                })
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
