@@ -15,6 +15,7 @@ use atoll_testing::faults::{delete_kept, refuse_kept_writes};
 use atoll_testing::mcs::{
     HELLO_PORTS, deploy_and_export, deploy_service, import, import_snapshot, settled_snapshot,
     slice_sources, wait_export_condition, wait_import_clusters, wait_sources,
+    wait_sources_everywhere,
 };
 use atoll_testing::membership::kubectl;
 use atoll_testing::{ClusterSet, Member, Undo, agent_admin_port, fixtures, http_get, wait_for};
@@ -189,19 +190,6 @@ async fn revoke_kept_verb(
     }))
 }
 
-/// Restarts c3's agent without waiting for it to be ready (one that cannot read its kept
-/// decisions stays not ready).
-fn restart_c3_unready() -> anyhow::Result<()> {
-    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack/agents.sh");
-    let status = std::process::Command::new(&script)
-        .args(["restart", "c3"])
-        .env("ATOLL_NO_WAIT_READY", "1")
-        .stdout(std::process::Stdio::null())
-        .status()?;
-    anyhow::ensure!(status.success(), "agents.sh restart c3: {status}");
-    Ok(())
-}
-
 /// Over a grace and a half after c3's agent (re)started: c3 imports nothing of c2 in `ns`
 /// (`only` is exported by c2 alone), and its heartbeat moves.
 async fn c2_stays_out_of_c3(set: &ClusterSet, ns: &str, what: &str) -> anyhow::Result<()> {
@@ -328,7 +316,7 @@ async fn a_lost_garbled_or_unreadable_kept_record_brings_no_dead_cluster_back() 
     // on its Lease, is not ready, and its heartbeat moves.
     let rbac = revoke_kept_verb(&set, c3, "get").await?;
     let before = kept_maps(c3).get(KEPT).await?.metadata.resource_version;
-    restart_c3_unready()?;
+    fixtures::agents_unready("restart", &["c3"])?;
     let beats_before = heartbeat(&set, "c3").await?.0;
     c2_stays_out_of_c3(&set, &ns.name, "ConfigMap unreadable").await?;
     let (beat, _, kept) = heartbeat(&set, "c3").await?;
@@ -446,14 +434,11 @@ fn crash_and_restart_c3(set: &ClusterSet) -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack/agents.sh");
-    let status = std::process::Command::new(&script)
-        .args(["start", "c3"])
-        .env("ATOLL_AGENT_ARGS", "--leader-election-identity e2e-c3-pod")
-        .stdout(std::process::Stdio::null())
-        .status()?;
-    anyhow::ensure!(status.success(), "agents.sh start c3: {status}");
-    Ok(())
+    fixtures::agents_with_env(
+        "start",
+        &["c3"],
+        &[("ATOLL_AGENT_ARGS", "--leader-election-identity e2e-c3-pod")],
+    )
 }
 
 #[tokio::test]
@@ -514,16 +499,14 @@ async fn an_importer_crash_looping_every_3_s_still_withdraws_a_dead_cluster() ->
     );
     fixtures::agents("stop", &["c3"])?;
     fixtures::agents("start", &["c2", "c3"])?;
-    for member in &set.members {
-        wait_sources(
-            member,
-            &ns.name,
-            "both",
-            &["c2", "c3"],
-            Duration::from_secs(60),
-        )
-        .await?;
-    }
+    wait_sources_everywhere(
+        &set,
+        &ns.name,
+        "both",
+        &["c2", "c3"],
+        Duration::from_secs(60),
+    )
+    .await?;
     ns.cleanup().await
 }
 

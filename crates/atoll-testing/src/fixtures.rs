@@ -193,27 +193,30 @@ pub fn agents_with_rhythm(
     heartbeat_seconds: u64,
     grace_seconds: u64,
 ) -> anyhow::Result<()> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../hack/agents.sh");
-    let status = std::process::Command::new(&script)
-        .arg(action)
-        .args(clusters)
-        .env("ATOLL_HEARTBEAT_SECONDS", heartbeat_seconds.to_string())
-        .env("ATOLL_MEMBER_GRACE_SECONDS", grace_seconds.to_string())
-        .status()
-        .with_context(|| format!("running {}", script.display()))?;
-    anyhow::ensure!(status.success(), "agents.sh {action} failed: {status}");
-    Ok(())
+    let (heartbeat, grace) = (heartbeat_seconds.to_string(), grace_seconds.to_string());
+    agents_with_env(
+        action,
+        clusters,
+        &[
+            ("ATOLL_HEARTBEAT_SECONDS", &heartbeat),
+            ("ATOLL_MEMBER_GRACE_SECONDS", &grace),
+        ],
+    )
+}
+
+/// [`agents`] with `env` set for `hack/agents.sh` (e.g. `ATOLL_AGENT_ARGS`).
+pub fn agents_with_env(
+    action: &str,
+    clusters: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    hack_with("agents.sh", action, clusters, env)
 }
 
 /// [`agents`] without waiting for the agents started to be ready (one that must stay not
 /// ready, e.g. while its member's MCS CRDs are not served).
 pub fn agents_unready(action: &str, clusters: &[&str]) -> anyhow::Result<()> {
-    hack_with(
-        "agents.sh",
-        action,
-        clusters,
-        &[("ATOLL_NO_WAIT_READY", "1")],
-    )
+    agents_with_env(action, clusters, &[("ATOLL_NO_WAIT_READY", "1")])
 }
 
 /// Runs `hack/cluster.sh <action> <cluster>` (stop or start one cluster's control plane).

@@ -360,18 +360,32 @@ pub async fn two_services(
         deploy_service(member, &ns.name, name, 1, HELLO_PORTS, false).await?;
         fixtures::export(&member.client, &ns.name, name, &[]).await?;
     }
+    wait_sources_everywhere(
+        set,
+        &ns.name,
+        "both",
+        &["c2", "c3"],
+        Duration::from_secs(30),
+    )
+    .await?;
     for member in &set.members {
-        wait_sources(
-            member,
-            &ns.name,
-            "both",
-            &["c2", "c3"],
-            Duration::from_secs(30),
-        )
-        .await?;
         wait_import_clusters(member, &ns.name, "only", 1).await?;
     }
     Ok(ns)
+}
+
+/// [`wait_sources`] in every member.
+pub async fn wait_sources_everywhere(
+    set: &ClusterSet,
+    ns: &str,
+    name: &str,
+    clusters: &[&str],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    for member in &set.members {
+        wait_sources(member, ns, name, clusters, timeout).await?;
+    }
+    Ok(())
 }
 
 /// How many MCS slices `member` holds in `ns` from cluster `source`.

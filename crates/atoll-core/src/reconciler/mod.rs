@@ -353,16 +353,21 @@ impl Reconciler {
         observed.liveness = view.liveness;
         let news = self.news(&observed.liveness);
         // A newly withdrawn cluster's slices leave every service that holds them, including
-        // services the hub no longer names for it (its records wiped or restored away).
-        let emptied: BTreeSet<ServiceKey> = observed
-            .mcs_slices
-            .iter()
-            .filter(|s| {
-                s.label(atoll_api::labels::SOURCE_CLUSTER)
-                    .is_some_and(|c| news.withdrawn.iter().any(|w| w == c))
-            })
-            .filter_map(|s| crate::keys::of_mcs_slice(s))
-            .collect();
+        // services the hub no longer names for it (its records wiped or restored away). Only
+        // on a withdrawal: every slice held is looked at then, never on an ordinary step.
+        let emptied: BTreeSet<ServiceKey> = if news.withdrawn.is_empty() {
+            BTreeSet::new()
+        } else {
+            observed
+                .mcs_slices
+                .iter()
+                .filter(|s| {
+                    s.label(atoll_api::labels::SOURCE_CLUSTER)
+                        .is_some_and(|c| news.withdrawn.iter().any(|w| w == c))
+                })
+                .filter_map(|s| crate::keys::of_mcs_slice(s))
+                .collect()
+        };
 
         let pinned = crate::plan::pinned_services(&observed);
         let released: BTreeSet<ServiceKey> = self.pinned.difference(&pinned).cloned().collect();
