@@ -257,10 +257,14 @@ impl World {
         let now = self.now();
         let wall = self.wall(m);
         let leading = self.fence(m, r).is_some();
-        let kept = (!self.members[m].unreadable_kept).then(|| {
-            crate::replica::kept_read(self.apis.members[&self.members[m].name].kept.as_deref())
-        });
-        let replica = &mut self.members[m].replicas[r];
+        let state = &mut self.members[m];
+        let kept_text = self
+            .apis
+            .members
+            .get(&state.name)
+            .and_then(|member| member.kept.as_deref());
+        let readable = !state.unreadable_kept;
+        let replica = &mut state.replicas[r];
         let (observed, leases) = replica.observed();
         let Some(reconciler) = replica.reconciler.as_mut() else {
             return;
@@ -275,10 +279,9 @@ impl World {
         if reconciler.gains_leadership(&tick) {
             replica.read_pending = true;
         }
-        if replica.read_pending
-            && let Some(kept) = kept
-        {
-            reconciler.kept_read(kept);
+        // Parsed only when read: most steps read nothing.
+        if replica.read_pending && readable {
+            reconciler.kept_read(crate::replica::kept_read(kept_text));
             replica.read_pending = false;
         }
         let step = reconciler.step(&tick, observed, &leases);
