@@ -31,12 +31,14 @@ pub fn hub_slice(copy: &mut ExportedEndpointSlice, own: &str) {
     copy.spec.ports.shrink_to_fit();
 }
 
-/// Labels of another member's hub object are never read (an importer goes by its spec and
-/// namespace); a member compares only its own records' and copies' labels with what it would
-/// publish. One label costs a whole B-tree node (about half a KiB).
+/// Labels and annotations of another member's hub object are never read (an importer goes by
+/// its spec and namespace); a member compares only its own records' and copies' labels with
+/// what it would publish. One label costs a whole B-tree node (about half a KiB); annotations
+/// may take 256 KiB an object, which every importer would hold.
 fn others_without_labels(meta: &mut ObjectMeta, own: &str) {
     if meta.namespace.as_deref() != Some(own) {
         meta.labels = None;
+        meta.annotations = None;
     }
 }
 
@@ -109,12 +111,14 @@ mod tests {
     }
 
     #[test]
-    fn another_members_objects_lose_their_labels_only() {
+    fn another_members_objects_lose_their_labels_and_annotations_only() {
         let mut copy = decoded_copy();
         copy.metadata.labels = Some([("atoll.dev/cluster".to_owned(), "c2".to_owned())].into());
+        copy.metadata.annotations = Some([("a".to_owned(), "x".repeat(1000))].into());
         let before = copy.clone();
         hub_slice(&mut copy, "atoll-c1");
         assert_eq!(copy.metadata.labels, None);
+        assert_eq!(copy.metadata.annotations, None);
         assert_eq!(copy.spec, before.spec);
         let own = |mut c: ExportedEndpointSlice| {
             hub_slice(&mut c, "atoll-c2");

@@ -7,6 +7,7 @@
 //! listed once; if a watch ends before that, the agent stops with an error.
 
 pub mod access;
+pub mod budget;
 pub mod compact;
 mod config;
 pub mod dirty;
@@ -53,12 +54,17 @@ pub async fn run(
             "this cluster serves no ServiceCIDRs (Kubernetes before 1.33): other members' endpoints inside its Service CIDR are not refused unless --deny-endpoint-cidrs lists it"
         );
     }
+    let budget = budget::Budget::new(
+        config.limits.hub_bytes,
+        &atoll_api::hub::namespace_for(config.cluster_id.as_str()),
+    );
     let stores = stores::Stores::start(
         &config.cluster_id,
         &config.member,
         &config.hub,
         config.profile.as_ref(),
         ranges,
+        budget,
         &dirty,
     );
     // Without an election this process leads from the start.

@@ -58,6 +58,8 @@ pub struct Metrics {
     pub records_rejected: Gauge,
     /// Records, copies and endpoints left out now, by member, kind and reason.
     pub hub_rejected: Family<RejectedLabels, Gauge>,
+    /// Bytes of each member's hub objects held here (within `--max-hub-bytes-per-member`).
+    pub member_hub_bytes: Family<ClusterLabels, Gauge>,
     /// ServiceImports this member should hold.
     pub imports: Gauge,
     /// Imported services whose exports conflict.
@@ -131,6 +133,7 @@ impl Default for Metrics {
             records: Gauge::default(),
             records_rejected: Gauge::default(),
             hub_rejected: Family::default(),
+            member_hub_bytes: Family::default(),
             imports: Gauge::default(),
             conflicts: Gauge::default(),
             imports_skipped: Gauge::default(),
@@ -194,6 +197,11 @@ impl Metrics {
             "hub_rejected",
             "Records, endpoint copies and endpoints members published that this importer leaves out, by member, kind and reason",
             self.hub_rejected.clone(),
+        );
+        r.register(
+            "member_hub_bytes",
+            "Bytes of each member's hub objects (records and endpoint copies, as the hub serves them) held in this agent's memory; at most --max-hub-bytes-per-member each",
+            self.member_hub_bytes.clone(),
         );
         r.register(
             "imports",

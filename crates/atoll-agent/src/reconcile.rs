@@ -113,6 +113,7 @@ pub async fn run_loop(
     let m = &context.metrics;
     let mut reported = Reported::default();
     let mut rejections = crate::rejections::Rejections::default();
+    let mut held = std::collections::BTreeSet::new();
     let mut keeping = KeepingReport::default();
     let mut first = true;
     loop {
@@ -171,8 +172,13 @@ pub async fn run_loop(
         report::liveness(m, &step);
         reported.log(reconciler.report());
         report::totals(m, reconciler.report());
+        // What the store left out (each member's byte budget) is reported beside what the
+        // caps left out.
+        let mut over = step.over.clone();
+        over.extend(stores.budget.over_limits());
+        held = stores.budget.publish_held(&m.member_hub_bytes, &held);
         rejections
-            .publish(&context, reconciler.report(), &step.over, step.lead)
+            .publish(&context, reconciler.report(), &over, step.lead)
             .await;
         m.pass_services.observe(step.services as f64);
         if step.lead {

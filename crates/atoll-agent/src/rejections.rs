@@ -169,9 +169,9 @@ impl Rejections {
                 .or_default() += r.count;
         }
         for o in over {
-            let kind = match o.reason {
-                atoll_core::validate::Reason::TooManyRecords => HubKind::Record,
-                _ => HubKind::Copy,
+            let kind = match o.kind {
+                atoll_core::budget::Kind::Record => HubKind::Record,
+                atoll_core::budget::Kind::Copy => HubKind::Copy,
             };
             *counts
                 .entry(labels(&o.cluster, kind.as_str(), o.reason.as_str()))
@@ -273,6 +273,7 @@ mod tests {
         let over = OverLimit {
             cluster: "x-c3".to_owned(),
             reason: Reason::TooManyRecords,
+            kind: atoll_core::budget::Kind::Record,
             published: 2001,
             limit: 2000,
             ignored: 1,

@@ -12,6 +12,7 @@ use atoll_api::interner::Interner;
 use atoll_api::inventory::ClusterProfile;
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use atoll_api::labels;
+use atoll_core::budget::Kind;
 use atoll_api::mcs_slice::McsSlice;
 use atoll_api::v1beta1::{ServiceExport, ServiceImport};
 use atoll_core::keys;
@@ -27,6 +28,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
+use crate::budget::{Budget, Gate};
 use crate::compact;
 use crate::dirty::{self, Dirty};
 
@@ -63,6 +65,8 @@ pub struct Stores {
     pub service_cidrs: Option<Store<ServiceCIDR>>,
     /// Ranges the operator denies for other members' endpoints.
     pub denied_cidrs: Vec<atoll_core::validate::Cidr>,
+    /// What each member's hub objects take in `records` and `hub_slices`, within its budget.
+    pub budget: Budget,
     /// Member: its Nodes, only their names and addresses kept (other members' endpoints at
     /// those addresses are refused).
     pub nodes: Store<Node>,
@@ -84,6 +88,7 @@ impl Stores {
         hub: &Client,
         profile: Option<&ObjectKey>,
         ranges: Ranges,
+        budget: Budget,
         dirty: &Arc<Dirty>,
     ) -> Self {
         // MCS slices we wrote.
@@ -151,6 +156,7 @@ impl Stores {
             records: keep_hub_objects(
                 h,
                 WATCH_RECORDS,
+                budget.gate(Kind::Record),
                 {
                     let own = own_namespace();
                     move |r| compact::record(r, &own)
@@ -162,6 +168,7 @@ impl Stores {
             hub_slices: keep_hub_objects(
                 h,
                 WATCH_HUB_SLICES,
+                budget.gate(Kind::Copy),
                 {
                     let own = own_namespace();
                     move |c| compact::hub_slice(c, &own)
@@ -184,6 +191,7 @@ impl Stores {
                 .service_cidrs
                 .then(|| watch(m, WATCH_SERVICE_CIDRS, all(), dirty::everything(d()))),
             denied_cidrs: ranges.denied,
+            budget,
             // Node status changes often; the reconciler re-plans everything only when the set
             // of addresses changes.
             nodes: atoll_watch::reflect_with(
@@ -473,29 +481,38 @@ where
     atoll_watch::reflect_with(Api::all(client.clone()), config, what, trim, on_event)
 }
 
-/// A store of every member's hub objects of type `K`, each reduced by `trim` (see [`compact`]),
-/// keyed by a hash of its namespace and name.
+/// A store of every member's hub objects of type `K`, each reduced by `trim` (see [`compact`])
+/// and held within its member's budget (`gate`), keyed by a hash of its namespace and name.
 fn keep_hub_objects<K>(
     hub: &Client,
     what: &'static str,
+    (mut gate, relist): (Gate<K>, Arc<tokio::sync::Notify>),
     trim: impl Fn(&mut K) + Send + 'static,
     on_event: impl FnMut(&watcher::Event<Arc<K>>) + Send + 'static,
 ) -> KeptStore<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    atoll_watch::keep_with(
+    atoll_watch::keep_gated(
         Api::all(hub.clone()),
-        watcher::Config::default(),
+        // Pages of a relist are decoded whole before any object is trimmed or weighed: a
+        // small page bounds what a relist holds at once (a hub object may take 1.5 MiB).
+        watcher::Config::default().page_size(HUB_PAGE),
         what,
         move |mut object: K| {
             atoll_watch::cached_form(&mut object, &trim);
             object
         },
         name_of,
+        move |event| gate.pass(event),
+        relist,
         on_event,
     )
 }
+
+/// Objects per page when a hub watch lists: at most 150 MiB of objects at their largest, 100
+/// KB at their usual size; 500 pages for 50,000 records (250 members of 200 services).
+const HUB_PAGE: u32 = 100;
 
 /// Namespace and name of an object, borrowed.
 fn name_of<K: Resource>(object: &K) -> (&str, &str) {

@@ -35,7 +35,36 @@ pub fn audit(
     policy: &AddressPolicy,
     limits: &Limits,
 ) -> BTreeMap<String, Vec<Finding>> {
+    // What a relisting importer holds within each member's byte budget, first.
+    let (records, copies, ledger) =
+        crate::budget::held_after_relist(importer, limits.hub_bytes, records, copies);
+    let (records, copies) = (records.as_slice(), copies.as_slice());
     let mut found: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
+    for member in ledger.report() {
+        for ((kind, reason), (objects, bytes)) in &member.left_out {
+            let why = match reason {
+                Reason::OverByteBudget => format!(
+                    "over the member's budget of {} bytes (--max-hub-bytes-per-member; {} held)",
+                    limits.hub_bytes, member.held_bytes
+                ),
+                _ => "their exported annotations take more than an import may carry".to_owned(),
+            };
+            found
+                .entry(member_of(&ObjectKey::new(&member.namespace, "")))
+                .or_default()
+                .push(Finding {
+                    object: member.namespace.clone(),
+                    reason: *reason,
+                    message: format!(
+                        "{objects} {} ({bytes} bytes) not held by importers: {why}",
+                        match kind {
+                            crate::budget::Kind::Record => "records",
+                            crate::budget::Kind::Copy => "endpoint copies",
+                        }
+                    ),
+                });
+        }
+    }
     let mut note = |key: ObjectKey, reason: Reason, message: String| {
         found.entry(member_of(&key)).or_default().push(Finding {
             object: key.to_string(),
@@ -113,6 +142,7 @@ mod tests {
         let limits = Limits {
             records: 0,
             endpoints: 100,
+            ..Limits::default()
         };
         let found = audit("c1", &[record], &[copy], &policy, &limits);
         let reasons: Vec<Reason> = found["x-c3"].iter().map(|f| f.reason).collect();

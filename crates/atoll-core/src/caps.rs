@@ -20,6 +20,7 @@ use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
 use atoll_api::keys::{ObjectKey, ServiceKey};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::budget::Kind;
 use crate::keys::{of_copy, of_record};
 use crate::validate::Reason;
 
@@ -30,11 +31,26 @@ pub struct Limits {
     pub records: usize,
     /// Endpoints, over all of a member's endpoint copies.
     pub endpoints: usize,
+    /// Service ports, over all of a member's records (each becomes a port of a derived
+    /// Service: what every importer's kube-proxy programs).
+    pub ports: usize,
+    /// Endpoint-port pairs of one service, over a member's copies of it (what kube-proxy
+    /// programs for it, and the bound of its SRV records).
+    pub endpoint_ports: usize,
+    /// Bytes of a member's hub objects held in memory (see [`crate::budget`]).
+    pub hub_bytes: usize,
 }
 
 impl Limits {
     pub const DEFAULT_RECORDS: usize = 2000;
     pub const DEFAULT_ENDPOINTS: usize = 20_000;
+    /// Two ports per record at the record limit, on average.
+    pub const DEFAULT_PORTS: usize = 4000;
+    /// A StatefulSet of 1,000 pods with 50 ports, or 5,000 with 10.
+    pub const DEFAULT_ENDPOINT_PORTS: usize = 50_000;
+    /// Four times what a member at the record and endpoint limits publishes with typical
+    /// objects (2,000 records of ~0.7 KB, 20,000 endpoints of ~0.15 KB in copies: ~4.4 MB).
+    pub const DEFAULT_HUB_BYTES: usize = 24 << 20;
 }
 
 impl Default for Limits {
@@ -42,6 +58,9 @@ impl Default for Limits {
         Self {
             records: Self::DEFAULT_RECORDS,
             endpoints: Self::DEFAULT_ENDPOINTS,
+            ports: Self::DEFAULT_PORTS,
+            endpoint_ports: Self::DEFAULT_ENDPOINT_PORTS,
+            hub_bytes: Self::DEFAULT_HUB_BYTES,
         }
     }
 }
@@ -50,9 +69,13 @@ impl Default for Limits {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OverLimit {
     pub cluster: String,
-    /// [`Reason::TooManyRecords`] or [`Reason::TooManyEndpoints`].
+    /// [`Reason::TooManyRecords`], [`Reason::TooManyPorts`], [`Reason::TooManyEndpoints`],
+    /// [`Reason::TooManyEndpointPorts`]; from the store's budget ([`crate::budget`]):
+    /// [`Reason::OverByteBudget`] and [`Reason::Annotation`].
     pub reason: Reason,
-    /// Records, or endpoints, the member publishes.
+    /// What was left out: records or endpoint copies.
+    pub kind: Kind,
+    /// What the member publishes: records, ports, endpoints, endpoint-port pairs, bytes.
     pub published: usize,
     pub limit: usize,
     /// Objects (records or copies) left out.
@@ -64,14 +87,40 @@ pub struct OverLimit {
 impl OverLimit {
     /// For people: what the member does and what the importer leaves out.
     pub fn message(&self) -> String {
-        let (what, objects) = match self.reason {
-            Reason::TooManyRecords => ("records", "records"),
-            _ => ("endpoints", "endpoint copies"),
+        let objects = match self.kind {
+            Kind::Record => "records",
+            Kind::Copy => "endpoint copies",
         };
-        format!(
-            "member {} publishes {} {what}, more than the limit of {}: its {} newest {objects} are ignored",
-            self.cluster, self.published, self.limit, self.ignored
-        )
+        let (member, published, limit, ignored) =
+            (&self.cluster, self.published, self.limit, self.ignored);
+        match self.reason {
+            Reason::OverByteBudget => format!(
+                "member {member}'s hub objects take more bytes than the budget of {limit} (--max-hub-bytes-per-member): {ignored} {objects} ({published} bytes) are not held here, their services not imported from it"
+            ),
+            Reason::Annotation => format!(
+                "member {member} publishes {ignored} records whose exported annotations take more bytes than an import may carry ({limit}): they are not held here ({published} bytes)"
+            ),
+            Reason::TooManyEndpointPorts => {
+                let service = self
+                    .services
+                    .first()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                format!(
+                    "member {member} publishes {published} endpoint-port pairs for {service}, more than the limit of {limit}: its {ignored} newest endpoint copies of it are ignored"
+                )
+            }
+            reason => {
+                let what = match reason {
+                    Reason::TooManyRecords => "records",
+                    Reason::TooManyPorts => "Service ports",
+                    _ => "endpoints",
+                };
+                format!(
+                    "member {member} publishes {published} {what}, more than the limit of {limit}: its {ignored} newest {objects} are ignored"
+                )
+            }
+        }
     }
 }
 
@@ -120,6 +169,25 @@ fn oldest_first<T>(list: &mut [&Arc<T>], meta: impl Fn(&T) -> &ObjectMeta) {
     list.sort_by(|a, b| age_order(meta(a)).cmp(&age_order(meta(b))));
 }
 
+/// How many of `list`'s first objects fit in `limit` when each weighs `weight`.
+fn prefix_within<T>(list: &[T], limit: usize, weight: impl Fn(&T) -> usize) -> usize {
+    let mut taken = 0usize;
+    list.iter()
+        .take_while(|o| {
+            taken = taken.saturating_add(weight(o));
+            taken <= limit
+        })
+        .count()
+}
+
+/// Endpoint-port pairs of a copy: what kube-proxy programs for it.
+fn endpoint_ports(copy: &ExportedEndpointSlice) -> usize {
+    copy.spec
+        .endpoints
+        .len()
+        .saturating_mul(copy.spec.ports.len().max(1))
+}
+
 /// The objects the limits left out, by kind (a record and a copy may share a name), with
 /// their services.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -137,40 +205,76 @@ pub fn admit(
     let mut ignored = Ignored::default();
     let mut over = Vec::new();
     for (cluster, mut list) in by_member(records, |r| &r.metadata) {
-        if list.len() <= limits.records {
+        let ports: usize = list.iter().map(|r| r.spec.ports.len()).sum();
+        if list.len() <= limits.records && ports <= limits.ports {
             continue;
         }
         oldest_first(&mut list, |r| &r.metadata);
-        let left_out = &list[limits.records..];
+        // The oldest records up to both limits; from the first that does not fit, none.
+        let fits = prefix_within(&list, limits.ports, |r| r.spec.ports.len()).min(limits.records);
+        let left_out = &list[fits..];
         ignored.records.extend(
             left_out
                 .iter()
                 .map(|r| (ObjectKey::of(&r.metadata), of_record(r))),
         );
+        let (reason, published, limit) = if fits == limits.records {
+            (Reason::TooManyRecords, list.len(), limits.records)
+        } else {
+            (Reason::TooManyPorts, ports, limits.ports)
+        };
         over.push(OverLimit {
             cluster: cluster.to_owned(),
-            reason: Reason::TooManyRecords,
-            published: list.len(),
-            limit: limits.records,
+            reason,
+            kind: Kind::Record,
+            published,
+            limit,
             ignored: left_out.len(),
             services: left_out.iter().map(|r| of_record(r)).collect(),
         });
     }
-    for (cluster, mut list) in by_member(copies, |c| &c.metadata) {
+    for (cluster, list) in by_member(copies, |c| &c.metadata) {
+        // One service's copies first: those over its endpoint-port limit are left out before
+        // they count against the member's endpoints.
+        let mut by_service: BTreeMap<ServiceKey, Vec<&Arc<ExportedEndpointSlice>>> =
+            BTreeMap::new();
+        for copy in list {
+            by_service.entry(of_copy(copy)).or_default().push(copy);
+        }
+        let mut within = Vec::new();
+        for (service, mut copies) in by_service {
+            let pairs: usize = copies.iter().map(|c| endpoint_ports(c)).sum();
+            if pairs <= limits.endpoint_ports {
+                within.extend(copies);
+                continue;
+            }
+            oldest_first(&mut copies, |c| &c.metadata);
+            let fits = prefix_within(&copies, limits.endpoint_ports, |c| endpoint_ports(c));
+            let left_out = copies.split_off(fits);
+            within.extend(copies);
+            ignored.copies.extend(
+                left_out
+                    .iter()
+                    .map(|c| (ObjectKey::of(&c.metadata), of_copy(c))),
+            );
+            over.push(OverLimit {
+                cluster: cluster.to_owned(),
+                reason: Reason::TooManyEndpointPorts,
+                kind: Kind::Copy,
+                published: pairs,
+                limit: limits.endpoint_ports,
+                ignored: left_out.len(),
+                services: BTreeSet::from([service]),
+            });
+        }
+        let mut list = within;
         let published: usize = list.iter().map(|c| c.spec.endpoints.len()).sum();
         if published <= limits.endpoints {
             continue;
         }
         oldest_first(&mut list, |c| &c.metadata);
         // The oldest copies up to the limit; from the first that does not fit, none.
-        let mut taken = 0usize;
-        let fits = list
-            .iter()
-            .take_while(|c| {
-                taken += c.spec.endpoints.len();
-                taken <= limits.endpoints
-            })
-            .count();
+        let fits = prefix_within(&list, limits.endpoints, |c| c.spec.endpoints.len());
         let left_out = &list[fits..];
         ignored.copies.extend(
             left_out
@@ -180,6 +284,7 @@ pub fn admit(
         over.push(OverLimit {
             cluster: cluster.to_owned(),
             reason: Reason::TooManyEndpoints,
+            kind: Kind::Copy,
             published,
             limit: limits.endpoints,
             ignored: left_out.len(),

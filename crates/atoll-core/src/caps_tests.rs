@@ -47,6 +47,26 @@ fn copy(cluster: &str, name: &str, endpoints: usize, created: i64) -> Arc<Export
     Arc::new(c)
 }
 
+/// A copy of `service` named `slice`, with `endpoints` endpoints and `ports` ports.
+fn copy_of(
+    service: &str,
+    slice: &str,
+    endpoints: usize,
+    ports: usize,
+    created: i64,
+) -> Arc<ExportedEndpointSlice> {
+    let mut c = (*copy("east", service, endpoints, created)).clone();
+    c.metadata.name = Some(format!("demo.{service}.{slice}"));
+    c.spec.ports = (0..ports)
+        .map(|i| k8s_openapi::api::discovery::v1::EndpointPort {
+            name: Some(format!("p{i}")),
+            port: Some(8000 + i as i32),
+            ..Default::default()
+        })
+        .collect();
+    Arc::new(c)
+}
+
 fn names<T>(objects: &[Arc<T>], meta: impl Fn(&T) -> &ObjectMeta) -> Vec<String> {
     let mut v: Vec<String> = objects
         .iter()
@@ -57,7 +77,11 @@ fn names<T>(objects: &[Arc<T>], meta: impl Fn(&T) -> &ObjectMeta) -> Vec<String>
 }
 
 fn limits(records: usize, endpoints: usize) -> Limits {
-    Limits { records, endpoints }
+    Limits {
+        records,
+        endpoints,
+        ..Limits::default()
+    }
 }
 
 #[test]
@@ -111,6 +135,67 @@ fn endpoint_copies_are_taken_oldest_first_up_to_the_limit() {
     assert_eq!(admitted.over[0].reason, Reason::TooManyEndpoints);
     assert_eq!(admitted.over[0].published, 7);
     assert_eq!(admitted.over[0].ignored, 2);
+}
+
+#[test]
+fn a_member_over_its_port_limit_loses_its_newest_records_only() {
+    let limits = Limits {
+        ports: 3,
+        ..limits(10, 100)
+    };
+    let with_ports = |name: &str, ports: u16, created: i64| {
+        let mut r = (*record("east", name, created)).clone();
+        r.spec.ports = (0..ports)
+            .map(|i| crate::test_support::port(&format!("p{i}"), "TCP", 80 + i32::from(i)))
+            .collect();
+        Arc::new(r)
+    };
+    let records = vec![
+        with_ports("new", 1, 3),
+        with_ports("old", 2, 1),
+        with_ports("mid", 2, 2),
+        record("west", "x", 9),
+    ];
+    let (admitted, ignored) = admit(&limits, &records, &[]);
+    assert_eq!(
+        names(&admitted.records, |r| &r.metadata),
+        ["atoll-east/demo.old", "atoll-west/demo.x"],
+        "from the first record that does not fit, none (the same in every importer)"
+    );
+    assert_eq!(ignored.records.len(), 2);
+    let east = &admitted.over[0];
+    assert_eq!(
+        (east.reason, east.published, east.limit, east.ignored),
+        (Reason::TooManyPorts, 5, 3, 2)
+    );
+    assert!(east.message().contains("publishes 5 Service ports"), "{}", east.message());
+}
+
+#[test]
+fn a_service_over_its_endpoint_port_limit_loses_its_newest_copies_only() {
+    let limits = Limits {
+        endpoint_ports: 1000,
+        ..limits(10, 100_000)
+    };
+    let copies = vec![
+        copy_of("big", "a", 10, 50, 1),
+        copy_of("big", "b", 10, 50, 2),
+        copy_of("big", "c", 1, 1, 3),
+        copy_of("small", "a", 100, 10, 4),
+    ];
+    let (admitted, ignored) = admit(&limits, &[], &copies);
+    assert_eq!(
+        names(&admitted.copies, |c| &c.metadata),
+        ["atoll-east/demo.big.a", "atoll-east/demo.big.b", "atoll-east/demo.small.a"],
+        "1,000 pairs each fit; the third copy of big does not"
+    );
+    assert_eq!(ignored.copies.len(), 1);
+    let over = &admitted.over[0];
+    assert_eq!(
+        (over.reason, over.published, over.ignored),
+        (Reason::TooManyEndpointPorts, 1001, 1)
+    );
+    assert!(over.message().contains("1001 endpoint-port pairs for demo/big"), "{}", over.message());
 }
 
 #[test]

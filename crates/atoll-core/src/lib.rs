@@ -7,6 +7,7 @@
 //! * [`derived`]: names of the derived Services that carry a ClusterSetIP import's VIP.
 //! * [`trust`], [`validate`]: which hub objects may be used (hub records are untrusted input:
 //!   every field is checked as the apiserver checks what an importer writes from it).
+//! * [`budget`]: how many bytes of each member's hub objects an importer holds.
 //! * [`caps`]: how much an importer takes from each member; [`audit`]: what of each member's
 //!   publication an importer leaves out, for `atoll status`.
 //! * [`precedence`]: when an export counts from (a member cannot backdate its own).
@@ -26,6 +27,7 @@ pub mod access;
 pub mod admission;
 pub mod announce;
 pub mod audit;
+pub mod budget;
 pub mod caps;
 pub mod cluster_id;
 pub mod conditions;

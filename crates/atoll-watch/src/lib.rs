@@ -71,19 +71,55 @@ pub fn keep_with<K, T, F>(
     api: Api<K>,
     config: watcher::Config,
     what: &'static str,
-    mut convert: impl FnMut(K) -> T + Send + 'static,
+    convert: impl FnMut(K) -> T + Send + 'static,
     key: KeyOf<T>,
-    mut on_event: F,
+    on_event: F,
 ) -> KeptStore<T>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     T: Send + Sync + 'static,
     F: FnMut(&watcher::Event<Arc<T>>) + Send + 'static,
 {
+    let never = Arc::new(Notify::new());
+    keep_gated(api, config, what, convert, key, Some, never, on_event)
+}
+
+/// As [`keep_with`], but each converted event first passes `gate`, which says what the store
+/// applies of it (nothing, or another event: a delete of an object the store must not hold),
+/// and the watch lists again from scratch whenever `relist` is notified (a relist replaces
+/// the store's content once complete, as any relist does).
+#[allow(clippy::too_many_arguments)]
+pub fn keep_gated<K, T, F, G>(
+    api: Api<K>,
+    config: watcher::Config,
+    what: &'static str,
+    mut convert: impl FnMut(K) -> T + Send + 'static,
+    key: KeyOf<T>,
+    mut gate: G,
+    relist: Arc<Notify>,
+    mut on_event: F,
+) -> KeptStore<T>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    T: Send + Sync + 'static,
+    F: FnMut(&watcher::Event<Arc<T>>) + Send + 'static,
+    G: FnMut(watcher::Event<Arc<T>>) -> Option<watcher::Event<Arc<T>>> + Send + 'static,
+{
     let (reader, mut writer) = kept::kept_store(key);
-    let mut events = watch(api, config, what);
     tokio::spawn(async move {
-        while let Some(event) = events.next().await {
+        let mut events = watch(api.clone(), config.clone(), what);
+        loop {
+            let event = tokio::select! {
+                event = events.next() => match event {
+                    Some(event) => event,
+                    None => break,
+                },
+                () = relist.notified() => {
+                    tracing::info!(watch = what, "listing again");
+                    events = watch(api.clone(), config.clone(), what);
+                    continue;
+                }
+            };
             let event = match event {
                 watcher::Event::Apply(o) => watcher::Event::Apply(Arc::new(convert(o))),
                 watcher::Event::Delete(o) => watcher::Event::Delete(Arc::new(convert(o))),
@@ -91,8 +127,10 @@ where
                 watcher::Event::InitApply(o) => watcher::Event::InitApply(Arc::new(convert(o))),
                 watcher::Event::InitDone => watcher::Event::InitDone,
             };
-            writer.apply(&event);
-            on_event(&event);
+            if let Some(event) = gate(event) {
+                writer.apply(&event);
+                on_event(&event);
+            }
         }
     });
     reader

@@ -40,11 +40,18 @@ pub enum Reason {
     TooManyRecords,
     /// The member publishes more endpoints than `--max-endpoints-per-member`.
     TooManyEndpoints,
+    /// The member publishes more Service ports than `--max-ports-per-member`.
+    TooManyPorts,
+    /// The member publishes more endpoint-port pairs for one service than
+    /// `--max-endpoint-ports-per-service`.
+    TooManyEndpointPorts,
+    /// The member's hub objects take more bytes than `--max-hub-bytes-per-member`.
+    OverByteBudget,
 }
 
 impl Reason {
     /// Every reason, for tests and for resetting gauges.
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 19] = [
         Reason::ClusterId,
         Reason::WrongNamespace,
         Reason::Name,
@@ -61,6 +68,9 @@ impl Reason {
         Reason::TooManyEndpointsInCopy,
         Reason::TooManyRecords,
         Reason::TooManyEndpoints,
+        Reason::TooManyPorts,
+        Reason::TooManyEndpointPorts,
+        Reason::OverByteBudget,
     ];
 
     /// The metric label value.
@@ -82,6 +92,9 @@ impl Reason {
             Self::TooManyEndpointsInCopy => "too-many-endpoints-in-copy",
             Self::TooManyRecords => "too-many-records",
             Self::TooManyEndpoints => "too-many-endpoints",
+            Self::TooManyPorts => "too-many-ports",
+            Self::TooManyEndpointPorts => "too-many-endpoint-ports",
+            Self::OverByteBudget => "over-byte-budget",
         }
     }
 }

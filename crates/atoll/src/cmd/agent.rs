@@ -33,6 +33,20 @@ pub struct Args {
     /// member.
     #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_ENDPOINTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_LIMIT))]
     pub max_endpoints_per_member: usize,
+    /// Most Service ports (over all of its records) this member imports from each other
+    /// member: each is a port of a derived Service every node's kube-proxy programs.
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_PORTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_LIMIT))]
+    pub max_ports_per_member: usize,
+    /// Most endpoint-port pairs of one service (over its endpoint copies) this member imports
+    /// from each other member: what kube-proxy programs for it, and its SRV records.
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_ENDPOINT_PORTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_LIMIT))]
+    pub max_endpoint_ports_per_service: usize,
+    /// Most bytes of each other member's hub objects (records and endpoint copies, as the hub
+    /// serves them) this agent holds in memory; what does not fit is left out (and reported).
+    /// Default: an eighth of the memory this container may use above 64 MiB (24 MiB at the
+    /// chart's 256 Mi limit), between 4 and 64 MiB; 24 MiB when no limit is set.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_HUB_BYTES))]
+    pub max_hub_bytes_per_member: Option<usize>,
     /// Address ranges (CIDRs, comma-separated) other members' endpoints may not be in, besides
     /// this cluster's Service CIDRs (read from its ServiceCIDRs): e.g. its nodes' network.
     #[arg(long, value_delimiter = ',')]
@@ -73,6 +87,25 @@ const MAX_LEADER_SECONDS: u64 = 3600;
 const MIN_LEADER_RETRY_MS: u64 = atoll_core::leader::MIN_RETRY_PERIOD.as_millis() as u64;
 /// Largest per-member cap.
 const MAX_LIMIT: u64 = 10_000_000;
+/// Largest per-member byte budget.
+const MAX_HUB_BYTES: u64 = 1 << 40;
+
+/// The default byte budget per member (see `--max-hub-bytes-per-member`), from the memory
+/// limit of this container's cgroup (`memory.max`, cgroup v2), when it has one.
+fn default_hub_bytes() -> usize {
+    let limit = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|text| text.trim().parse::<usize>().ok());
+    hub_bytes_for(limit)
+}
+
+/// An eighth of `limit` above 64 MiB, between 4 and 64 MiB; without a limit, the default.
+fn hub_bytes_for(limit: Option<usize>) -> usize {
+    match limit {
+        Some(limit) => (limit.saturating_sub(64 << 20) / 8).clamp(4 << 20, 64 << 20),
+        None => atoll_core::caps::Limits::DEFAULT_HUB_BYTES,
+    }
+}
 
 /// The agent's member cluster and hub, as the flags say.
 #[derive(Debug, Clone)]
@@ -155,6 +188,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             tracing::info!(cluster = %cluster_id, "starting the agent (leader election off: it writes)")
         }
     }
+    let hub_bytes = args
+        .max_hub_bytes_per_member
+        .unwrap_or_else(default_hub_bytes);
+    tracing::info!(
+        hub_bytes,
+        "holding at most this many bytes of each other member's hub objects (--max-hub-bytes-per-member)"
+    );
     let config = atoll_agent::AgentConfig {
         profile: inventory.map(|ns| atoll_api::keys::ObjectKey::new(&ns, cluster_id.as_str())),
         cluster_id,
@@ -173,6 +213,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         limits: atoll_core::caps::Limits {
             records: args.max_records_per_member,
             endpoints: args.max_endpoints_per_member,
+            ports: args.max_ports_per_member,
+            endpoint_ports: args.max_endpoint_ports_per_service,
+            hub_bytes,
         },
         denied_cidrs: args.deny_endpoint_cidrs.clone(),
     };
@@ -302,5 +345,19 @@ mod tests {
         assert_eq!(args.max_records_per_member, 2000);
         assert_eq!(args.max_endpoints_per_member, 20_000);
         assert_eq!(args.leader_retry_ms, 1000);
+    }
+
+    #[test]
+    fn the_byte_budget_is_sized_from_the_memory_limit() {
+        let mib = 1usize << 20;
+        assert_eq!(hub_bytes_for(Some(256 * mib)), 24 * mib, "the chart's limit");
+        assert_eq!(hub_bytes_for(Some(64 * mib)), 4 * mib, "at least 4 MiB");
+        assert_eq!(hub_bytes_for(Some(8192 * mib)), 64 * mib, "at most 64 MiB");
+        assert_eq!(
+            hub_bytes_for(None),
+            atoll_core::caps::Limits::DEFAULT_HUB_BYTES
+        );
+        let args = parse(&["--max-hub-bytes-per-member", "1048576"]).map(|a| a.max_hub_bytes_per_member);
+        assert_eq!(args.ok(), Some(Some(mib)));
     }
 }

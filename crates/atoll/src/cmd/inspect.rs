@@ -72,6 +72,12 @@ pub struct StatusArgs {
     pub max_records_per_member: usize,
     #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_ENDPOINTS)]
     pub max_endpoints_per_member: usize,
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_PORTS)]
+    pub max_ports_per_member: usize,
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_ENDPOINT_PORTS)]
+    pub max_endpoint_ports_per_service: usize,
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_HUB_BYTES)]
+    pub max_hub_bytes_per_member: usize,
 }
 
 /// Arguments of `atoll explain`.
@@ -332,6 +338,9 @@ async fn ignored_by_member(
     let limits = atoll_core::caps::Limits {
         records: args.max_records_per_member,
         endpoints: args.max_endpoints_per_member,
+        ports: args.max_ports_per_member,
+        endpoint_ports: args.max_endpoint_ports_per_service,
+        hub_bytes: args.max_hub_bytes_per_member,
     };
     fn arcs<T: Clone>(items: &[T]) -> Vec<std::sync::Arc<T>> {
         items.iter().cloned().map(std::sync::Arc::new).collect()

@@ -335,6 +335,7 @@ fn a_record_over_the_cap_comes_in_once_an_older_one_makes_room() {
     let mut caps = Caps::new(Limits {
         records: 2,
         endpoints: 100,
+        ..Limits::default()
     });
     for (i, name) in ["a", "b", "capped"].iter().enumerate() {
         publish(&mut world, published("x-c3", name, TCP42, i as i64));
