@@ -54,6 +54,10 @@ pub async fn run(
             "this cluster serves no ServiceCIDRs (Kubernetes before 1.33): other members' endpoints inside its Service CIDR are not refused unless --deny-endpoint-cidrs lists it"
         );
     }
+    telemetry
+        .metrics
+        .member_hub_bytes_budget
+        .set(i64::try_from(config.limits.hub_bytes).unwrap_or(i64::MAX));
     let budget = budget::Budget::new(
         config.limits.hub_bytes,
         &atoll_api::hub::namespace_for(config.cluster_id.as_str()),

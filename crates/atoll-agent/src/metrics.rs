@@ -60,6 +60,8 @@ pub struct Metrics {
     pub hub_rejected: Family<RejectedLabels, Gauge>,
     /// Bytes of each member's hub objects held here (within `--max-hub-bytes-per-member`).
     pub member_hub_bytes: Family<ClusterLabels, Gauge>,
+    /// `--max-hub-bytes-per-member`.
+    pub member_hub_bytes_budget: Gauge,
     /// ServiceImports this member should hold.
     pub imports: Gauge,
     /// Imported services whose exports conflict.
@@ -134,6 +136,7 @@ impl Default for Metrics {
             records_rejected: Gauge::default(),
             hub_rejected: Family::default(),
             member_hub_bytes: Family::default(),
+            member_hub_bytes_budget: Gauge::default(),
             imports: Gauge::default(),
             conflicts: Gauge::default(),
             imports_skipped: Gauge::default(),
@@ -202,6 +205,11 @@ impl Metrics {
             "member_hub_bytes",
             "Bytes of each member's hub objects (records and endpoint copies, as the hub serves them) held in this agent's memory; at most --max-hub-bytes-per-member each",
             self.member_hub_bytes.clone(),
+        );
+        r.register(
+            "member_hub_bytes_budget",
+            "Bytes of one member's hub objects this agent holds at most (--max-hub-bytes-per-member)",
+            self.member_hub_bytes_budget.clone(),
         );
         r.register(
             "imports",

@@ -343,7 +343,11 @@ pub fn held_after_relist(
     budget: usize,
     records: &[Arc<ExportedService>],
     copies: &[Arc<ExportedEndpointSlice>],
-) -> (Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>, Ledger) {
+) -> (
+    Vec<Arc<ExportedService>>,
+    Vec<Arc<ExportedEndpointSlice>>,
+    Ledger,
+) {
     let mut ledger = Ledger::new(budget, &atoll_api::hub::namespace_for(importer));
     fn listed<T>(
         ledger: &mut Ledger,

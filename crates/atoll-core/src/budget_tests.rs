@@ -50,7 +50,11 @@ fn a_grown_version_that_no_longer_fits_is_left_out_and_its_old_bytes_released() 
         ledger.apply(&record("atoll-c2", "a", 61)),
         Verdict::LeaveOut(Reason::OverByteBudget)
     );
-    assert_eq!(ledger.held_bytes("atoll-c2"), 40, "the store dropped the old one");
+    assert_eq!(
+        ledger.held_bytes("atoll-c2"),
+        40,
+        "the store dropped the old one"
+    );
     let report = ledger.report();
     let c2 = report.iter().find(|r| r.namespace == "atoll-c2").cloned();
     assert_eq!(
@@ -88,7 +92,10 @@ fn room_made_by_a_delete_asks_for_a_relist_that_brings_the_left_out_back() {
         ledger.apply(&record("atoll-c2", "b", 30)),
         Verdict::LeaveOut(Reason::OverByteBudget)
     );
-    assert!(!ledger.wants_relist(Kind::Record, "atoll-c2"), "no room yet");
+    assert!(
+        !ledger.wants_relist(Kind::Record, "atoll-c2"),
+        "no room yet"
+    );
     ledger.delete(Kind::Record, "atoll-c2", "a");
     assert!(ledger.wants_relist(Kind::Record, "atoll-c2"));
     assert!(!ledger.wants_relist(Kind::Copy, "atoll-c2"));

@@ -168,7 +168,11 @@ fn a_member_over_its_port_limit_loses_its_newest_records_only() {
         (east.reason, east.published, east.limit, east.ignored),
         (Reason::TooManyPorts, 5, 3, 2)
     );
-    assert!(east.message().contains("publishes 5 Service ports"), "{}", east.message());
+    assert!(
+        east.message().contains("publishes 5 Service ports"),
+        "{}",
+        east.message()
+    );
 }
 
 #[test]
@@ -186,7 +190,11 @@ fn a_service_over_its_endpoint_port_limit_loses_its_newest_copies_only() {
     let (admitted, ignored) = admit(&limits, &[], &copies);
     assert_eq!(
         names(&admitted.copies, |c| &c.metadata),
-        ["atoll-east/demo.big.a", "atoll-east/demo.big.b", "atoll-east/demo.small.a"],
+        [
+            "atoll-east/demo.big.a",
+            "atoll-east/demo.big.b",
+            "atoll-east/demo.small.a"
+        ],
         "1,000 pairs each fit; the third copy of big does not"
     );
     assert_eq!(ignored.copies.len(), 1);
@@ -195,7 +203,12 @@ fn a_service_over_its_endpoint_port_limit_loses_its_newest_copies_only() {
         (over.reason, over.published, over.ignored),
         (Reason::TooManyEndpointPorts, 1001, 1)
     );
-    assert!(over.message().contains("1001 endpoint-port pairs for demo/big"), "{}", over.message());
+    assert!(
+        over.message()
+            .contains("1001 endpoint-port pairs for demo/big"),
+        "{}",
+        over.message()
+    );
 }
 
 #[test]

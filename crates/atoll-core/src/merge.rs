@@ -149,11 +149,7 @@ fn same_port(a: &ServicePort, b: &ServicePort) -> bool {
 fn precedence(records: Vec<(&ExportedServiceSpec, Time)>) -> Vec<(&ExportedServiceSpec, Time)> {
     let mut ordered = records;
     ordered.sort_by(|(a, ta), (b, tb)| {
-        crate::precedence::key(ta, &a.export_created, &a.cluster).cmp(&crate::precedence::key(
-            tb,
-            &b.export_created,
-            &b.cluster,
-        ))
+        crate::precedence::key(ta, &a.cluster).cmp(&crate::precedence::key(tb, &b.cluster))
     });
     // One export per cluster: a duplicate (a malformed hub) loses to the earlier one.
     let mut seen = BTreeSet::new();

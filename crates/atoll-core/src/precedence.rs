@@ -8,8 +8,13 @@
 //! export, whose record reaches the hub moments after the export is made, keeps its own time
 //! to the second; a backdated one counts from when the hub first held its record.
 //!
-//! Ties (1 s resolution) break by the claimed time, then by cluster id. The claim only decides
-//! between records the hub created in the same second.
+//! Ties (1 s resolution) break by cluster id, which no member chooses (the administrator names
+//! it at the join). The claim never breaks a tie: a member racing a new record into the same
+//! second as another member's, claiming 1970, would win it. The cost: a hub restored by
+//! re-creating every record in one second decides the winner of a conflicting service by
+//! cluster id, not by which export was made first (re-created over several seconds, by the
+//! order of re-creation, as before); every importer decides the same, and the Conflict
+//! condition says who lost.
 
 use atoll_api::hub::ExportedService;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -31,9 +36,9 @@ pub fn of_record(record: &ExportedService) -> Time {
     )
 }
 
-/// The order of precedence: earlier effective time first, then earlier claim, then cluster id.
-pub fn key<'a>(effective: &'a Time, claimed: &'a Time, cluster: &'a str) -> impl Ord + 'a {
-    (effective.0, claimed.0, cluster)
+/// The order of precedence: earlier effective time first, then cluster id.
+pub fn key<'a>(effective: &'a Time, cluster: &'a str) -> impl Ord + 'a {
+    (effective.0, cluster)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod dns;
 pub mod events;
 pub mod faults;
 pub mod fixtures;
+pub mod hostile;
 pub mod hub_member;
 pub mod mcs;
 pub mod membership;

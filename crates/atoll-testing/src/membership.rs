@@ -77,6 +77,22 @@ pub fn agent_log(set: &ClusterSet, cluster: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
 }
 
+/// Resident memory of `cluster`'s agent (run by `hack/agents.sh`), in MiB.
+pub fn agent_rss_mib(set: &ClusterSet, cluster: &str) -> anyhow::Result<f64> {
+    let procs = set.kubeconfig.with_file_name("procs");
+    let pid_file = procs.join(format!("agent-{cluster}.pid"));
+    let pid = std::fs::read_to_string(&pid_file)
+        .with_context(|| format!("reading {}", pid_file.display()))?;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim()))
+        .context("reading the agent's /proc status")?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS in the agent's /proc status")?;
+    Ok(kib / 1024.0)
+}
+
 /// Runs `kubectl --context <context> <args>` against the local ClusterSet, synchronously: for
 /// clean-ups in `Drop`, where the test's async client cannot run.
 pub fn kubectl(set: &ClusterSet, context: &str, args: &[&str]) -> anyhow::Result<()> {

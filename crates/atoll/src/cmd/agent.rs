@@ -350,14 +350,19 @@ mod tests {
     #[test]
     fn the_byte_budget_is_sized_from_the_memory_limit() {
         let mib = 1usize << 20;
-        assert_eq!(hub_bytes_for(Some(256 * mib)), 24 * mib, "the chart's limit");
+        assert_eq!(
+            hub_bytes_for(Some(256 * mib)),
+            24 * mib,
+            "the chart's limit"
+        );
         assert_eq!(hub_bytes_for(Some(64 * mib)), 4 * mib, "at least 4 MiB");
         assert_eq!(hub_bytes_for(Some(8192 * mib)), 64 * mib, "at most 64 MiB");
         assert_eq!(
             hub_bytes_for(None),
             atoll_core::caps::Limits::DEFAULT_HUB_BYTES
         );
-        let args = parse(&["--max-hub-bytes-per-member", "1048576"]).map(|a| a.max_hub_bytes_per_member);
+        let args =
+            parse(&["--max-hub-bytes-per-member", "1048576"]).map(|a| a.max_hub_bytes_per_member);
         assert_eq!(args.ok(), Some(Some(mib)));
     }
 }
