@@ -86,7 +86,7 @@ struct Notice {
     /// The import it concerns here, where its Event goes; else the member's ClusterProperty.
     import: Option<ObjectKey>,
     /// The hub object it is about: `(kind, key)`.
-    object: Option<(&'static str, ObjectKey)>,
+    object: Option<k8s_openapi::api::core::v1::ObjectReference>,
     /// Whether to log it here (whole records are logged by the reconcile loop).
     log: bool,
 }
@@ -110,7 +110,7 @@ fn notices(report: &Report, over: &[OverLimit]) -> Vec<Notice> {
                 version: r.version.clone(),
                 announcement: announcement(std::slice::from_ref(r)),
                 import: Some(import),
-                object: Some(("ExportedService", r.record.clone())),
+                object: Some(events::hub_object("ExportedService", &r.record)),
                 log: false,
             });
         }
@@ -131,7 +131,7 @@ fn notices(report: &Report, over: &[OverLimit]) -> Vec<Notice> {
             import: parts.first().and_then(imported),
             object: parts
                 .first()
-                .map(|r| ("ExportedEndpointSlice", r.record.clone())),
+                .map(|r| events::hub_object("ExportedEndpointSlice", &r.record)),
             log: true,
         });
     }
@@ -140,16 +140,38 @@ fn notices(report: &Report, over: &[OverLimit]) -> Vec<Notice> {
             version: format!("{}:{}:{}", o.cluster, o.reason, o.published),
             announcement: Announcement {
                 warning: true,
-                reason: "MemberOverLimit".to_owned(),
+                // Events are aggregated by object and reason: each limit has its own reason, or
+                // a member over two would show only the first.
+                reason: over_reason(o.reason).to_owned(),
                 note: printable(&o.message()),
                 action: "Import",
             },
             import: None,
-            object: None,
+            // The member's hub namespace: Events are aggregated by object, reason and related
+            // object, so without it a second member over the same limit would only count as a
+            // repeat of the first.
+            object: Some(k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("Namespace".to_owned()),
+                name: Some(atoll_api::hub::namespace_for(&o.cluster)),
+                ..Default::default()
+            }),
             log: true,
         });
     }
     now
+}
+
+/// The Event reason of a member over a limit.
+fn over_reason(reason: atoll_core::validate::Reason) -> &'static str {
+    use atoll_core::validate::Reason;
+    match reason {
+        Reason::TooManyPorts => "MemberOverPortLimit",
+        Reason::TooManyEndpointPorts => "MemberOverEndpointPortLimit",
+        Reason::OverByteBudget => "MemberOverByteBudget",
+        Reason::Annotation => "MemberRecordsTooLarge",
+        _ => "MemberOverLimit",
+    }
 }
 
 impl Rejections {
@@ -207,10 +229,7 @@ impl Rejections {
                 announced.insert(n.version.clone());
                 continue;
             }
-            let related = n
-                .object
-                .as_ref()
-                .map(|(kind, key)| events::hub_object(kind, key));
+            let related = n.object.clone();
             let published = match &n.import {
                 Some(key) => {
                     events::announce_about(

@@ -65,6 +65,43 @@ impl Default for Limits {
     }
 }
 
+/// What one member publishes, counted for the fast path of [`Caps::admit_counted`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub records: usize,
+    pub endpoints: usize,
+    pub ports: usize,
+    /// Endpoint-port pairs over all its copies: a bound of any one service's.
+    pub endpoint_ports: usize,
+}
+
+impl Counts {
+    /// The counts of a member's `records` and `copies`.
+    pub fn of(records: &[Arc<ExportedService>], copies: &[Arc<ExportedEndpointSlice>]) -> Self {
+        let sum = |n: &mut usize, add: usize| *n = n.saturating_add(add);
+        let mut counts = Self {
+            records: records.len(),
+            ..Self::default()
+        };
+        for r in records {
+            sum(&mut counts.ports, r.spec.ports.len());
+        }
+        for c in copies {
+            sum(&mut counts.endpoints, c.spec.endpoints.len());
+            sum(&mut counts.endpoint_ports, endpoint_ports(c));
+        }
+        counts
+    }
+
+    /// Whether every limit holds (for any one service's pairs: all of them together do).
+    fn within(&self, limits: &Limits) -> bool {
+        self.records <= limits.records
+            && self.endpoints <= limits.endpoints
+            && self.ports <= limits.ports
+            && self.endpoint_ports <= limits.endpoint_ports
+    }
+}
+
 /// A member over a limit, and what of it was left out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OverLimit {
@@ -339,19 +376,17 @@ impl Caps {
         }
     }
 
-    /// [`admit`](Self::admit) for a view whose records and endpoints per member are counted
-    /// in `published` (cluster → records, endpoints): while no member is over a limit, and none
-    /// was at the last call, the view passes as it is without looking at each object (an
-    /// importer of a large fleet runs this at every pass).
+    /// [`admit`](Self::admit) for a view whose members' objects are counted in `published`
+    /// (cluster → counts): while no member is over a limit, and none was at the last call, the
+    /// view passes as it is without looking at each object (an importer of a large fleet runs
+    /// this at every pass).
     pub fn admit_counted(
         &mut self,
         records: Vec<Arc<ExportedService>>,
         copies: Vec<Arc<ExportedEndpointSlice>>,
-        published: &BTreeMap<String, (usize, usize)>,
+        published: &BTreeMap<String, Counts>,
     ) -> Admitted {
-        let within = published
-            .values()
-            .all(|(r, e)| *r <= self.limits.records && *e <= self.limits.endpoints);
+        let within = published.values().all(|c| c.within(&self.limits));
         if within && self.ignored == Ignored::default() {
             return Admitted {
                 records,

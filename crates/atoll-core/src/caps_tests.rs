@@ -176,6 +176,44 @@ fn a_member_over_its_port_limit_loses_its_newest_records_only() {
 }
 
 #[test]
+fn the_counted_fast_path_sees_every_limit() {
+    // The fast path once let a member over its ports through: it counted records and
+    // endpoints only.
+    let records = vec![record("east", "a", 1), record("east", "b", 2)];
+    let copies = vec![copy_of("a", "x", 10, 3, 1)];
+    let counts = |r: &[Arc<ExportedService>], c: &[Arc<ExportedEndpointSlice>]| {
+        BTreeMap::from([("east".to_owned(), Counts::of(r, c))])
+    };
+    for (limits, reason) in [
+        (
+            Limits {
+                ports: 1,
+                ..limits(10, 100)
+            },
+            Reason::TooManyPorts,
+        ),
+        (
+            Limits {
+                endpoint_ports: 29,
+                ..limits(10, 100)
+            },
+            Reason::TooManyEndpointPorts,
+        ),
+    ] {
+        let mut caps = Caps::new(limits);
+        let admitted =
+            caps.admit_counted(records.clone(), copies.clone(), &counts(&records, &copies));
+        assert_eq!(
+            admitted.over.iter().map(|o| o.reason).collect::<Vec<_>>(),
+            [reason]
+        );
+    }
+    let mut caps = Caps::new(limits(10, 100));
+    let admitted = caps.admit_counted(records.clone(), copies.clone(), &counts(&records, &copies));
+    assert_eq!((admitted.records.len(), admitted.over.len()), (2, 0));
+}
+
+#[test]
 fn a_service_over_its_endpoint_port_limit_loses_its_newest_copies_only() {
     let limits = Limits {
         endpoint_ports: 1000,

@@ -136,8 +136,8 @@ pub struct View {
     pub touched: BTreeSet<ServiceKey>,
     /// Every service's part may have changed (this importer stopped or started seeing the hub).
     pub touched_everything: bool,
-    /// What each cluster in the view publishes: records, and endpoints over its copies.
-    pub published: BTreeMap<String, (usize, usize)>,
+    /// What each cluster in the view publishes, counted.
+    pub published: BTreeMap<String, crate::caps::Counts>,
     /// This importer's own records and copies as the hub holds them, whatever the view says
     /// of them (the export side compares with these).
     pub own: (Vec<Arc<ExportedService>>, Vec<Arc<ExportedEndpointSlice>>),
@@ -417,9 +417,8 @@ impl Tracker {
                 continue;
             }
             if let Some((records, copies)) = &source.held {
-                let endpoints = copies.iter().map(|c| c.spec.endpoints.len()).sum();
                 view.published
-                    .insert(cluster.clone(), (records.len(), endpoints));
+                    .insert(cluster.clone(), crate::caps::Counts::of(records, copies));
                 view.records.extend(records.iter().cloned());
                 view.copies.extend(copies.iter().cloned());
             }

@@ -1,0 +1,267 @@
+//! A hostile member within the hub CRDs' bounds (issue 43): everything it writes, in its own
+//! hub namespace with its own credentials, lands in every importer's watch; what an importer
+//! holds and builds of it stays within the per-member budgets, the flooding member's own
+//! services degrade as documented, and it is reported (`atoll_agent_hub_rejected` by reason,
+//! `atoll_agent_member_hub_bytes`, MemberOverLimit Events). Nothing of any other member changes
+//! in any importer (uids and resourceVersions of an honest service's import, derived Service
+//! and slices).
+//!
+//! Run with the disruptive tests, one at a time: it adds members and writes tens of MiB into
+//! the hub.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use atoll_api::hub;
+use atoll_testing::events::wait_event;
+use atoll_testing::hostile::*;
+use atoll_testing::hub_member::HubMember;
+use atoll_testing::mcs::import;
+use atoll_testing::membership::agent_rss_mib;
+use atoll_testing::{ClusterSet, agent_admin_port, metric, metric_labelled, wait_for};
+use kube::api::{DeleteParams, PostParams};
+
+/// `count` records named `<prefix><i>` for the namespace `ns` (which no member has: no import
+/// anywhere), each with `values` exported annotations of `bytes` bytes, sixteen writers at a
+/// time.
+async fn annotated_records(
+    member: &HubMember,
+    ns: &str,
+    prefix: &str,
+    count: usize,
+    values: usize,
+    bytes: usize,
+) -> anyhow::Result<()> {
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..16 {
+        let (records, id) = (member.records(), member.id.clone());
+        let (ns, prefix) = (ns.to_owned(), prefix.to_owned());
+        writers.spawn(async move {
+            for i in (w..count).step_by(16) {
+                let mut r = record(
+                    &id,
+                    &ns,
+                    &format!("{prefix}{i}"),
+                    tcp80(),
+                    "ClusterSetIP",
+                    NOW,
+                )?;
+                r.spec.exported_annotations = (0..values)
+                    .map(|v| (format!("flood.example.com/a{v}"), "x".repeat(bytes)))
+                    .collect::<BTreeMap<_, _>>();
+                records.create(&PostParams::default(), &r).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+/// Waits until every importer's `atoll_agent_hub_rejected{cluster,kind,reason}` passes `ok`.
+async fn wait_rejected_where(
+    set: &ClusterSet,
+    cluster: &str,
+    reason: &str,
+    ok: impl Fn(f64) -> bool,
+) -> anyhow::Result<()> {
+    for i in 0..set.members.len() {
+        let port = agent_admin_port(i)?;
+        wait_for(
+            &format!(
+                "atoll_agent_hub_rejected{{cluster={cluster},reason={reason}}} in c{}",
+                i + 1
+            ),
+            Duration::from_secs(120),
+            || async {
+                let labels = [("cluster", cluster), ("kind", "record"), ("reason", reason)];
+                let got = metric_labelled(port, "atoll_agent_hub_rejected", &labels).await?;
+                Ok(if ok(got) { Ok(()) } else { Err(got) })
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Resident memory of c3's agent once it settles (jemalloc hands freed pages back after its
+/// 10 s decay).
+async fn settled_rss(set: &ClusterSet) -> anyhow::Result<f64> {
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    agent_rss_mib(set, "c3")
+}
+
+/// What a test may add to an agent's memory besides the budget: the agent's own bookkeeping of
+/// the objects it leaves out and allocator slack.
+const SLACK_MIB: f64 = 24.0;
+
+#[tokio::test]
+async fn a_member_flooding_bytes_costs_each_importer_at_most_its_budget() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let (ns, member, _leave, before) = stage(&set, "hostile-bytes", "web").await?;
+    let budget = metric(agent_admin_port(2)?, "atoll_agent_member_hub_bytes_budget").await?;
+    let rss_before = settled_rss(&set).await?;
+    let flood = format!("flood-{}", fresh(&ns));
+
+    // 120 records of ~1 MiB (four 250 KiB annotations: more than an import may carry): the
+    // attack that took an agent from 38 to 167 MiB. Held by no importer.
+    annotated_records(&member, &flood, "big", 120, 4, 250 * 1024).await?;
+    wait_rejected_where(&set, &member.id, "annotation", |n| n == 120.0).await?;
+    // Records of 200 KiB each (within the per-object limit), 8 MiB past the budget: the last
+    // to arrive are not held.
+    let fitting = 200 * 1024;
+    let count = (budget as usize + (8 << 20)) / fitting + 1;
+    annotated_records(&member, &flood, "fit", count, 1, fitting).await?;
+    wait_rejected_where(&set, &member.id, "over-byte-budget", |n| n >= 1.0).await?;
+    for i in 0..set.members.len() {
+        let held = metric_labelled(
+            agent_admin_port(i)?,
+            "atoll_agent_member_hub_bytes",
+            &[("cluster", &member.id)],
+        )
+        .await?;
+        assert!(
+            held <= budget && held > budget - 2.0 * fitting as f64,
+            "c{} holds {held} bytes of {}, budget {budget}",
+            i + 1,
+            member.id
+        );
+    }
+    let rss_after = settled_rss(&set).await?;
+    let budget_mib = budget / f64::from(1 << 20);
+    eprintln!(
+        "c3's agent: {rss_before:.0} MiB before, {rss_after:.0} MiB with {} MiB written by {} (budget {budget_mib:.0} MiB)",
+        (120 * 1000 + count * 200) / 1024,
+        member.id
+    );
+    assert!(
+        rss_after - rss_before <= budget_mib + SLACK_MIB,
+        "c3's agent grew {:.0} MiB, more than the budget ({budget_mib:.0} MiB) and {SLACK_MIB} MiB",
+        rss_after - rss_before
+    );
+    for m in &set.members {
+        wait_event(m, "default", "a MemberOverByteBudget Event", |e| {
+            e.reason.as_deref() == Some("MemberOverByteBudget")
+                && e.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains(&member.id) && n.contains("budget"))
+        })
+        .await?;
+    }
+    assert_eq!(
+        atoll_testing::mcs::import_snapshot(&set, &ns.name, "web").await?,
+        before,
+        "other members' imports are untouched"
+    );
+
+    // Room made: what was left out for the budget comes back (a relist), nothing else moves.
+    for i in 0..count / 2 {
+        member
+            .records()
+            .delete(
+                &hub::record_name(&flood, &format!("fit{i}")),
+                &DeleteParams::default(),
+            )
+            .await?;
+    }
+    wait_rejected_where(&set, &member.id, "over-byte-budget", |n| n == 0.0).await?;
+    unchanged(&set, ns, "web", &before).await
+}
+
+#[tokio::test]
+async fn a_member_over_its_port_budgets_loses_only_its_own_newest_objects() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let (ns, member, _leave, before) = stage(&set, "hostile-ports", "web").await?;
+    let post = PostParams::default();
+
+    // Service ports: four records of 1,000 ports each fill the member's 4,000; one more
+    // (newest, for a namespace every member has) is left out.
+    let flood = format!("flood-{}", fresh(&ns));
+    let thousand: Vec<serde_json::Value> = (0..1000)
+        .map(|p| serde_json::json!({"name": format!("p{p}"), "protocol": "TCP", "port": 1000 + p}))
+        .collect();
+    for i in 0..4 {
+        let r = record(
+            &member.id,
+            &flood,
+            &format!("wide{i}"),
+            thousand.clone().into(),
+            "ClusterSetIP",
+            NOW,
+        )?;
+        member.records().create(&post, &r).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    publish(&member, &ns.name, "ported", &[]).await?;
+    wait_rejected(&set, &member.id, "record", "too-many-ports", |_| 1.0).await?;
+
+    // Endpoint-port pairs: a headless service with 20 copies of 1,000 endpoints and 100 ports
+    // (2 million SRV records: the attack that crashed every `atoll dns`) is left out whole.
+    let hundred: Vec<serde_json::Value> = (0..100)
+        .map(|p| serde_json::json!({"name": format!("p{p}"), "protocol": "TCP", "port": 1000 + p}))
+        .collect();
+    let headless = record(
+        &member.id,
+        &ns.name,
+        "many",
+        hundred.clone().into(),
+        "Headless",
+        NOW,
+    )?;
+    member.records().create(&post, &headless).await?;
+    for c in 0..20 {
+        let addresses: Vec<String> = (0..1000)
+            .map(|e| format!("10.{}.{}.{}", 100 + c, e / 250, 1 + e % 250))
+            .collect();
+        let refs: Vec<&str> = addresses.iter().map(String::as_str).collect();
+        let mut copy = copy(&member.id, &ns.name, "many", &refs)?;
+        copy.metadata.name = Some(hub::record_name(&ns.name, &format!("many-c{c}")));
+        copy.spec.ports = serde_json::from_value(hundred.clone().into())?;
+        member.copies().create(&post, &copy).await?;
+    }
+    for i in 0..set.members.len() {
+        let port = agent_admin_port(i)?;
+        wait_for(
+            &format!(
+                "20 copies of {} left out for endpoint-port pairs in c{}",
+                member.id,
+                i + 1
+            ),
+            Duration::from_secs(60),
+            || async {
+                let labels = [
+                    ("cluster", member.id.as_str()),
+                    ("kind", "copy"),
+                    ("reason", "too-many-endpoint-ports"),
+                ];
+                let got = metric_labelled(port, "atoll_agent_hub_rejected", &labels).await?;
+                Ok(if got == 20.0 { Ok(()) } else { Err(got) })
+            },
+        )
+        .await?;
+    }
+    for (i, m) in set.members.iter().enumerate() {
+        assert!(
+            import(m, &ns.name, "ported").await?.is_none(),
+            "{} imported a record over the port budget",
+            m.context
+        );
+        // Every `atoll dns` still answers (none crashed): the honest service resolves.
+        let name = format!("web.{}.svc.clusterset.local", ns.name);
+        let answer = atoll_testing::dns::ask(
+            atoll_testing::dns_port(i)?,
+            &name,
+            hickory_proto::rr::RecordType::A,
+        )?;
+        let (code, ips) = atoll_testing::dns::addresses(&answer);
+        assert_eq!(
+            (code, ips.len()),
+            (hickory_proto::op::ResponseCode::NoError, 1),
+            "c{}'s atoll dns answers {name}",
+            i + 1
+        );
+    }
+    unchanged(&set, ns, "web", &before).await
+}
