@@ -50,7 +50,7 @@ log "Helm chart: server-side dry-run on the local apiservers, CRD no-downgrade r
 # End-to-end tests that stop parts of the ClusterSet (agents, a control plane) run last, after
 # the upstream suite: a restarted kwok control plane takes minutes to schedule pods again. So
 # liveness (whose dead-cluster test restarts c2's) is the very last: faults exports from c2.
-disruptive=(restart failsafe failover membership hostile faults alerts bookkeeping liveness)
+disruptive=(restart failsafe failover membership hostile hostile_budgets faults alerts bookkeeping liveness)
 gentle=()
 for t in crates/atoll-e2e/tests/*.rs; do
   t=$(basename "$t" .rs)

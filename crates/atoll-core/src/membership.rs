@@ -12,10 +12,11 @@ use std::collections::BTreeMap;
 
 use atoll_api::hub;
 use atoll_api::inventory::{self, ClusterManager, ClusterProfile, ClusterProfileSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::ClusterId;
@@ -299,6 +300,9 @@ pub struct HubObjects {
     pub account: ServiceAccount,
     pub writer: Role,
     pub writer_binding: RoleBinding,
+    /// Object counts the hub allows in the member's namespace: the importers' caps, so the hub
+    /// refuses the excess before any importer sees it.
+    pub quota: ResourceQuota,
     pub reader: ClusterRole,
     pub reader_binding: ClusterRoleBinding,
     pub inventory: Namespace,
@@ -306,6 +310,30 @@ pub struct HubObjects {
     /// Lets the member keep its own ClusterProfile's status current, and nothing else there.
     pub profile_role: Role,
     pub profile_binding: RoleBinding,
+}
+
+/// Name of the ResourceQuota in each member's hub namespace.
+pub const QUOTA: &str = "atoll-member";
+
+/// What the quota allows: as many records as an importer takes from one member; copies for
+/// every record twice (dual-stack) and room for services of thousands of endpoints (split into
+/// slices of 100); one heartbeat Lease and a spare.
+pub fn quota_hard() -> BTreeMap<String, Quantity> {
+    let records = crate::caps::Limits::DEFAULT_RECORDS;
+    BTreeMap::from([
+        (
+            format!("count/exportedservices.{}", hub::GROUP),
+            Quantity(records.to_string()),
+        ),
+        (
+            format!("count/exportedendpointslices.{}", hub::GROUP),
+            Quantity((2 * records + 1000).to_string()),
+        ),
+        (
+            "count/leases.coordination.k8s.io".to_owned(),
+            Quantity("2".to_owned()),
+        ),
+    ])
 }
 
 fn subject(id: &ClusterId) -> Subject {
@@ -381,6 +409,14 @@ pub fn hub_objects(id: &ClusterId, uid: &str, clusterset: &str) -> HubObjects {
             metadata: meta(Some(&ns), WRITER_ROLE, id, uid),
             role_ref: role_ref("Role", WRITER_ROLE),
             subjects: Some(vec![subject(id)]),
+        },
+        quota: ResourceQuota {
+            metadata: meta(Some(&ns), QUOTA, id, uid),
+            spec: Some(ResourceQuotaSpec {
+                hard: Some(quota_hard()),
+                ..Default::default()
+            }),
+            ..Default::default()
         },
         reader: ClusterRole {
             metadata: ObjectMeta {
@@ -864,6 +900,22 @@ mod tests {
         assert_eq!(
             objects.namespace.metadata.annotations.unwrap()[hub::ANNOTATION_MEMBER_UID],
             "uid-1"
+        );
+    }
+
+    #[test]
+    fn the_quota_matches_the_importers_caps() {
+        let hard = quota_hard();
+        let records = format!("count/exportedservices.{}", hub::GROUP);
+        assert_eq!(
+            hard.get(&records).map(|q| q.0.clone()),
+            Some(crate::caps::Limits::DEFAULT_RECORDS.to_string())
+        );
+        let objects = hub_objects(&ClusterId::new("c2").unwrap(), "u", "local");
+        assert_eq!(objects.quota.spec.and_then(|s| s.hard), Some(hard));
+        assert_eq!(
+            objects.quota.metadata.namespace.as_deref(),
+            Some("atoll-c2")
         );
     }
 }

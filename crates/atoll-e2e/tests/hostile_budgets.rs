@@ -265,3 +265,53 @@ async fn a_member_over_its_port_budgets_loses_only_its_own_newest_objects() -> a
     }
     unchanged(&set, ns, "web", &before).await
 }
+
+#[tokio::test]
+async fn the_hub_refuses_what_a_member_writes_past_its_quota() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("hostile-quota").await?;
+    // Joined as `atoll join` joins: with its ResourceQuota.
+    let member = HubMember::join(&set, &fresh(&ns)).await?;
+    let leaving = member.clone();
+    let _leave = atoll_testing::Undo::new(move || leaving.leave());
+    let quota: k8s_openapi::api::core::v1::ResourceQuota =
+        kube::Api::namespaced(set.members[0].client.clone(), &member.namespace())
+            .get(atoll_core::membership::QUOTA)
+            .await?;
+    // The apiserver writes quantities in canonical form ("2k"): the resources are compared.
+    let hard = quota.spec.and_then(|s| s.hard).unwrap_or_default();
+    assert_eq!(
+        hard.keys().collect::<Vec<_>>(),
+        atoll_core::membership::quota_hard()
+            .keys()
+            .collect::<Vec<_>>()
+    );
+    // Two Leases fill the quota (its heartbeat and a spare); the third is refused by the hub.
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(member.client.clone(), &member.namespace());
+    let lease = |name: &str| {
+        let mut l = k8s_openapi::api::coordination::v1::Lease::default();
+        l.metadata.name = Some(name.to_owned());
+        l
+    };
+    // The quota controller computes the first usage; until then the hub refuses every create.
+    wait_for(
+        "the quota's usage computed",
+        Duration::from_secs(30),
+        || async {
+            Ok(
+                match leases.create(&PostParams::default(), &lease("a")).await {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e.to_string()),
+                },
+            )
+        },
+    )
+    .await?;
+    leases.create(&PostParams::default(), &lease("b")).await?;
+    match leases.create(&PostParams::default(), &lease("c")).await {
+        Err(kube::Error::Api(e)) if e.code == 403 && e.message.contains("exceeded quota") => {}
+        other => panic!("a third Lease past the quota: {other:?}"),
+    }
+    ns.cleanup().await
+}

@@ -111,7 +111,9 @@ pub async fn unchanged(
 
 /// The hostile member, its heartbeat running; it leaves when the test ends.
 pub async fn hostile(set: &ClusterSet, id: &str) -> anyhow::Result<(HubMember, impl Drop + use<>)> {
-    let member = HubMember::join(set, id).await?;
+    // Without the hub's ResourceQuota: what the importers hold must be bounded by their own
+    // caps and budgets, whatever a hub allows (an older join, a quota lifted).
+    let member = HubMember::join_with(set, id, false).await?;
     let beat = member.heartbeat();
     let leaving = member.clone();
     let undo = Undo::new(move || {

@@ -13,7 +13,7 @@ use atoll_core::ClusterId;
 use atoll_core::membership::{AGENT_ACCOUNT, hub_objects};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -98,8 +98,16 @@ async fn client_with_token(set: &ClusterSet, token: &str) -> anyhow::Result<Clie
 }
 
 impl HubMember {
-    /// Makes member `id` on the hub, as `atoll join` would, and returns its own client.
+    /// Makes member `id` on the hub, as `atoll join` would (its ResourceQuota included), and
+    /// returns its own client.
     pub async fn join(set: &ClusterSet, id: &str) -> anyhow::Result<Self> {
+        Self::join_with(set, id, true).await
+    }
+
+    /// As [`join`](Self::join), without the ResourceQuota when `quota` is false: a member
+    /// joined before `atoll join` made quotas, or whose quota the administrator lifted (what
+    /// the importers' own caps must then contain).
+    pub async fn join_with(set: &ClusterSet, id: &str, quota: bool) -> anyhow::Result<Self> {
         let admin = set.members[0].client.clone();
         let objects = hub_objects(&ClusterId::new(id)?, &format!("hub-only-{id}"), "local");
         let ns = hub::namespace_for(id);
@@ -112,6 +120,13 @@ impl HubMember {
         create(Api::<Role>::namespaced(admin.clone(), &ns), &objects.writer).await?;
         let bindings = Api::<RoleBinding>::namespaced(admin.clone(), &ns);
         create(bindings, &objects.writer_binding).await?;
+        if quota {
+            create(
+                Api::<ResourceQuota>::namespaced(admin.clone(), &ns),
+                &objects.quota,
+            )
+            .await?;
+        }
         create(
             Api::<ClusterRoleBinding>::all(admin.clone()),
             &objects.reader_binding,

@@ -17,7 +17,7 @@ use atoll_core::membership::{
     self, AGENT_ACCOUNT, HUB_SECRET, INVENTORY_NAMESPACE, JoinFacts, SYSTEM_NAMESPACE,
 };
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -270,6 +270,7 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
     apply(&ns::<ServiceAccount>(h, &hub_ns), &objects.account).await?;
     apply(&ns::<Role>(h, &hub_ns), &objects.writer).await?;
     apply(&ns::<RoleBinding>(h, &hub_ns), &objects.writer_binding).await?;
+    apply(&ns::<ResourceQuota>(h, &hub_ns), &objects.quota).await?;
     apply(&Api::all(h.clone()), &objects.reader).await?;
     apply(&Api::all(h.clone()), &objects.reader_binding).await?;
     apply(&Api::all(h.clone()), &objects.inventory).await?;
