@@ -95,6 +95,7 @@ impl Budget {
                     },
                     ignored: *objects,
                     services: Default::default(),
+                    service: None,
                 });
             }
         }

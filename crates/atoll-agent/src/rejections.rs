@@ -297,6 +297,7 @@ mod tests {
             limit: 2000,
             ignored: 1,
             services: Default::default(),
+            service: None,
         };
         let n = notices(&report, std::slice::from_ref(&over));
         let summary: Vec<(&str, Option<String>, bool)> = n

@@ -37,6 +37,9 @@ pub struct Limits {
     /// Endpoint-port pairs of one service, over a member's copies of it (what kube-proxy
     /// programs for it, and the bound of its SRV records).
     pub endpoint_ports: usize,
+    /// Endpoint-port pairs over all of a member's copies (bounds its DNS records in every
+    /// importer: an A/AAAA record per endpoint, an SRV record per named port of each).
+    pub member_endpoint_ports: usize,
     /// Bytes of a member's hub objects held in memory (see [`crate::budget`]).
     pub hub_bytes: usize,
 }
@@ -48,6 +51,8 @@ impl Limits {
     pub const DEFAULT_PORTS: usize = 4000;
     /// A StatefulSet of 1,000 pods with 50 ports, or 5,000 with 10.
     pub const DEFAULT_ENDPOINT_PORTS: usize = 50_000;
+    /// Ten ports for each endpoint at the endpoint limit.
+    pub const DEFAULT_MEMBER_ENDPOINT_PORTS: usize = 200_000;
     /// Four times what a member at the record and endpoint limits publishes with typical
     /// objects (2,000 records of ~0.7 KB, 20,000 endpoints of ~0.15 KB in copies: ~4.4 MB).
     pub const DEFAULT_HUB_BYTES: usize = 24 << 20;
@@ -60,6 +65,7 @@ impl Default for Limits {
             endpoints: Self::DEFAULT_ENDPOINTS,
             ports: Self::DEFAULT_PORTS,
             endpoint_ports: Self::DEFAULT_ENDPOINT_PORTS,
+            member_endpoint_ports: Self::DEFAULT_MEMBER_ENDPOINT_PORTS,
             hub_bytes: Self::DEFAULT_HUB_BYTES,
         }
     }
@@ -98,7 +104,7 @@ impl Counts {
         self.records <= limits.records
             && self.endpoints <= limits.endpoints
             && self.ports <= limits.ports
-            && self.endpoint_ports <= limits.endpoint_ports
+            && self.endpoint_ports <= limits.endpoint_ports.min(limits.member_endpoint_ports)
     }
 }
 
@@ -119,6 +125,8 @@ pub struct OverLimit {
     pub ignored: usize,
     /// The services of what was left out.
     pub services: BTreeSet<ServiceKey>,
+    /// The one service a per-service limit is about (`None`: a limit of the whole member).
+    pub service: Option<ServiceKey>,
 }
 
 impl OverLimit {
@@ -138,13 +146,12 @@ impl OverLimit {
                 "member {member} publishes {ignored} records whose exported annotations take more bytes than an import may carry ({limit}): they are not held here ({published} bytes)"
             ),
             Reason::TooManyEndpointPorts => {
-                let service = self
-                    .services
-                    .first()
-                    .map(ToString::to_string)
-                    .unwrap_or_default();
+                let (of, of_it) = match &self.service {
+                    Some(service) => (format!(" for {service}"), " of it"),
+                    None => (" over its copies".to_owned(), ""),
+                };
                 format!(
-                    "member {member} publishes {published} endpoint-port pairs for {service}, more than the limit of {limit}: its {ignored} newest endpoint copies of it are ignored"
+                    "member {member} publishes {published} endpoint-port pairs{of}, more than the limit of {limit}: its {ignored} newest endpoint copies{of_it} are ignored"
                 )
             }
             reason => {
@@ -268,6 +275,7 @@ pub fn admit(
             limit,
             ignored: left_out.len(),
             services: left_out.iter().map(|r| of_record(r)).collect(),
+            service: None,
         });
     }
     for (cluster, list) in by_member(copies, |c| &c.metadata) {
@@ -301,31 +309,45 @@ pub fn admit(
                 published: pairs,
                 limit: limits.endpoint_ports,
                 ignored: left_out.len(),
-                services: BTreeSet::from([service]),
+                services: BTreeSet::from([service.clone()]),
+                service: Some(service),
             });
         }
         let mut list = within;
         let published: usize = list.iter().map(|c| c.spec.endpoints.len()).sum();
-        if published <= limits.endpoints {
+        let pairs: usize = list.iter().map(|c| endpoint_ports(c)).sum();
+        if published <= limits.endpoints && pairs <= limits.member_endpoint_ports {
             continue;
         }
         oldest_first(&mut list, |c| &c.metadata);
-        // The oldest copies up to the limit; from the first that does not fit, none.
-        let fits = prefix_within(&list, limits.endpoints, |c| c.spec.endpoints.len());
+        // The oldest copies up to both limits; from the first that does not fit, none.
+        let by_endpoints = prefix_within(&list, limits.endpoints, |c| c.spec.endpoints.len());
+        let by_pairs = prefix_within(&list, limits.member_endpoint_ports, |c| endpoint_ports(c));
+        let fits = by_endpoints.min(by_pairs);
         let left_out = &list[fits..];
         ignored.copies.extend(
             left_out
                 .iter()
                 .map(|c| (ObjectKey::of(&c.metadata), of_copy(c))),
         );
+        let (reason, published, limit) = if by_endpoints <= by_pairs {
+            (Reason::TooManyEndpoints, published, limits.endpoints)
+        } else {
+            (
+                Reason::TooManyEndpointPorts,
+                pairs,
+                limits.member_endpoint_ports,
+            )
+        };
         over.push(OverLimit {
             cluster: cluster.to_owned(),
-            reason: Reason::TooManyEndpoints,
+            reason,
             kind: Kind::Copy,
             published,
-            limit: limits.endpoints,
+            limit,
             ignored: left_out.len(),
             services: left_out.iter().map(|c| of_copy(c)).collect(),
+            service: None,
         });
     }
     let kept = |left_out: &BTreeMap<ObjectKey, ServiceKey>, meta: &ObjectMeta| {

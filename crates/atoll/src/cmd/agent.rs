@@ -41,6 +41,10 @@ pub struct Args {
     /// from each other member: what kube-proxy programs for it, and its SRV records.
     #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_ENDPOINT_PORTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_LIMIT))]
     pub max_endpoint_ports_per_service: usize,
+    /// Most endpoint-port pairs (over all of its endpoint copies) this member imports from
+    /// each other member: what bounds the member's DNS records here.
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_MEMBER_ENDPOINT_PORTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_LIMIT))]
+    pub max_endpoint_ports_per_member: usize,
     /// Most bytes of each other member's hub objects (records and endpoint copies, as the hub
     /// serves them) this agent holds in memory; what does not fit is left out (and reported).
     /// Default: an eighth of the memory this container may use above 64 MiB (24 MiB at the
@@ -215,6 +219,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             endpoints: args.max_endpoints_per_member,
             ports: args.max_ports_per_member,
             endpoint_ports: args.max_endpoint_ports_per_service,
+            member_endpoint_ports: args.max_endpoint_ports_per_member,
             hub_bytes,
         },
         denied_cidrs: args.deny_endpoint_cidrs.clone(),

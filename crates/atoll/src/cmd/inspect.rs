@@ -76,6 +76,8 @@ pub struct StatusArgs {
     pub max_ports_per_member: usize,
     #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_ENDPOINT_PORTS)]
     pub max_endpoint_ports_per_service: usize,
+    #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_MEMBER_ENDPOINT_PORTS)]
+    pub max_endpoint_ports_per_member: usize,
     #[arg(long, default_value_t = atoll_core::caps::Limits::DEFAULT_HUB_BYTES)]
     pub max_hub_bytes_per_member: usize,
 }
@@ -340,6 +342,7 @@ async fn ignored_by_member(
         endpoints: args.max_endpoints_per_member,
         ports: args.max_ports_per_member,
         endpoint_ports: args.max_endpoint_ports_per_service,
+        member_endpoint_ports: args.max_endpoint_ports_per_member,
         hub_bytes: args.max_hub_bytes_per_member,
     };
     fn arcs<T: Clone>(items: &[T]) -> Vec<std::sync::Arc<T>> {
