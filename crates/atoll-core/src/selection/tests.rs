@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
@@ -356,4 +356,104 @@ fn a_member_cannot_claim_another_members_id_or_clusterset() {
         profile_properties(&profile, None),
         props(&[("cluster.clusterset.k8s.io", "c2"), ("region", "a")])
     );
+}
+
+/// An importer applying selections over time: what it has in place after each step.
+struct Importer {
+    in_place: InPlace,
+    changes: usize,
+}
+
+impl Importer {
+    fn step(
+        &mut self,
+        list: &[ClusterSelector],
+        fleet: &[(String, BTreeMap<String, String>, bool)],
+        now: i64,
+    ) -> Selection {
+        let candidates: Vec<Candidate<'_>> = fleet
+            .iter()
+            .map(|(id, properties, serving)| Candidate {
+                id,
+                properties,
+                serving: *serving,
+            })
+            .collect();
+        let wanted = select(list, &BTreeMap::new(), &candidates);
+        let selection = hold(wanted, &self.in_place, &candidates, now);
+        if selection.active != self.in_place.active {
+            // The importer replaces the slices: created now.
+            self.in_place = InPlace {
+                active: selection.active.clone(),
+                changed_at: Some(now),
+                since: self.in_place.since.or(Some(now)),
+            };
+            self.changes += 1;
+        }
+        selection
+    }
+}
+
+#[test]
+fn failover_is_at_once_and_failback_waits_for_the_hold() {
+    let list = selectors(
+        r#"[{"propertySelector": {"matchLabels": {"region": "a"}}},
+                             {"propertySelector": {"matchLabels": {"region": "b"}}}]"#,
+    );
+    let mut importer = Importer {
+        in_place: InPlace::default(),
+        changes: 0,
+    };
+    let a = BTreeSet::from(["c1".to_owned(), "c2".to_owned()]);
+    let b = BTreeSet::from(["c3".to_owned()]);
+    let mut at = |serving: [bool; 3], now: i64| importer.step(&list, &fleet(serving), now);
+    assert_eq!(at([true, false, true], 0).active, a);
+    // While the service is new here (its first slice younger than the hold), nothing is held.
+    assert_eq!(at([false, false, true], 1).active, b);
+    assert_eq!(at([true, false, true], 2).active, a);
+    // Region a stops serving: region b at once.
+    assert_eq!(at([false, false, true], 45).active, b);
+    // Back: held until 30 s after the change.
+    let held = at([true, false, true], 46);
+    assert_eq!(
+        (held.active.clone(), held.held_until),
+        (b.clone(), Some(75))
+    );
+    assert_eq!(at([true, false, true], 74).active, b);
+    assert_eq!(at([true, false, true], 75).active, a);
+    // Region b gone while held: no hold for what is not there.
+    let mut importer = Importer {
+        in_place: InPlace {
+            active: b.clone(),
+            changed_at: Some(100),
+            since: Some(0),
+        },
+        changes: 0,
+    };
+    let without_c3 = &fleet([true, false, true])[..2];
+    assert_eq!(importer.step(&list, without_c3, 101).active, a);
+}
+
+proptest! {
+    /// However region a flaps, an importer changes its selection back to it at most once per
+    /// hold, and never serves from a region with no serving cluster for a step when another
+    /// serves (failover is never held).
+    #[test]
+    fn a_flapping_cluster_churns_at_most_twice_per_hold(
+        flaps in prop::collection::vec(any::<bool>(), 1..300),
+    ) {
+        let list = selectors(r#"[{"propertySelector": {"matchLabels": {"region": "a"}}},
+                                 {"propertySelector": {"matchLabels": {"region": "b"}}}]"#);
+        let mut importer = Importer { in_place: InPlace::default(), changes: 0 };
+        for (t, serving) in flaps.iter().enumerate() {
+            let fleet = fleet([*serving, false, true]);
+            let selection = importer.step(&list, &fleet, t as i64);
+            let serves = |id: &String| fleet.iter().any(|(c, _, s)| c == id && *s);
+            prop_assert!(selection.active.iter().any(serves), "at {t}: {selection:?}");
+        }
+        let seconds = flaps.len() as i64;
+        // Unheld while the service is new (its first hold), then at most two per hold.
+        let bound = MIN_HOLD_SECONDS + 1 + 2 * (seconds / MIN_HOLD_SECONDS + 1);
+        prop_assert!(importer.changes as i64 <= bound, "{} changes in {seconds} s", importer.changes);
+    }
 }
