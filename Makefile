@@ -39,7 +39,7 @@ bench: setup ## Propagation benchmark (release build): latencies, writes per cha
 bench-scale: setup ## Scale envelope: simulated clusters x services (BENCH_SIZES, default 10x100,50x200,100x200; up to 250 clusters) imported by c2 (converge, latencies, writes, restart, dead cluster, RSS, the hub's footprint)
 	hack/bench-scale.sh
 
-bench-memory: ## Heap the agent's stores hold per hub object at 10x100 .. 250x200 (no cluster needed; before and after the compact forms, beside the 2.5 KiB target)
+bench-memory: ## Heap the agent's stores hold per hub object at 10x100 .. 250x200 (no cluster needed; before and after the compact forms, beside the 2.5 KiB target), then one member at every CRD bound beside the per-member budget (BENCH_BOUNDS=0 skips it)
 	cargo build --locked --release -p atoll-bench --bin atoll-bench-memory
 	target/release/atoll-bench-memory
 

@@ -2,6 +2,7 @@
 //! off processes and the hub.
 
 pub mod fleet;
+pub mod member_at_bounds;
 pub mod probe;
 pub mod stats;
 

@@ -51,8 +51,9 @@ impl Limits {
     pub const DEFAULT_PORTS: usize = 4000;
     /// A StatefulSet of 1,000 pods with 50 ports, or 5,000 with 10.
     pub const DEFAULT_ENDPOINT_PORTS: usize = 50_000;
-    /// Ten ports for each endpoint at the endpoint limit.
-    pub const DEFAULT_MEMBER_ENDPOINT_PORTS: usize = 200_000;
+    /// Five ports for each endpoint at the endpoint limit: about 21 MiB of `atoll dns` zone
+    /// (`make bench-memory`).
+    pub const DEFAULT_MEMBER_ENDPOINT_PORTS: usize = 100_000;
     /// Four times what a member at the record and endpoint limits publishes with typical
     /// objects (2,000 records of ~0.7 KB, 20,000 endpoints of ~0.15 KB in copies: ~4.4 MB).
     pub const DEFAULT_HUB_BYTES: usize = 24 << 20;

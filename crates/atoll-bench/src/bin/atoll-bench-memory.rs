@@ -20,6 +20,7 @@ use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
 use atoll_api::interner::Interner;
 use atoll_api::mcs_slice::McsSlice;
 use atoll_bench::fleet::{addresses, cluster_name, copy, record};
+use atoll_bench::member_at_bounds::{Attack, headless_import};
 use atoll_core::import::{EndpointCheck, mcs_slices};
 use atoll_core::validate::{AddressPolicy, Family};
 use atoll_watch::KeptStore;
@@ -310,6 +311,133 @@ impl Measured {
 /// The agent's target: 2.5 KiB per hub object.
 const TARGET: isize = 2560;
 
+/// Objects one member writes in each attack (the importers' record cap).
+const ATTACK_OBJECTS: usize = atoll_core::caps::Limits::DEFAULT_RECORDS;
+
+/// What an importer holds of one member writing `ATTACK_OBJECTS` objects of `attack`, through
+/// the shipping path: decoded, reduced (`atoll_agent::compact`), weighed and passed or left out
+/// by the per-member budget (`atoll_agent::budget::Gate`), kept. Returns (wire bytes written,
+/// bytes the budget holds, objects left out, heap held).
+fn attacked(attack: Attack, budget_bytes: usize) -> anyhow::Result<(usize, usize, usize, isize)> {
+    use atoll_agent::budget::Budget;
+    use atoll_agent::compact;
+    use atoll_core::budget::Kind;
+    use atoll_watch::cached_form;
+    let own = atoll_api::hub::namespace_for("importer");
+    let budget = Budget::new(budget_bytes, &own);
+    let mut version = 0;
+    let mut written = 0;
+    let before = live();
+    let held = if attack.records() {
+        let (reader, mut writer) = kept_store::<ExportedService>(name_of);
+        let (mut gate, _relist) = budget.gate::<ExportedService>(Kind::Record);
+        for i in 0..ATTACK_OBJECTS {
+            let wire = as_served(attack.record(i), &mut version)?;
+            written += wire.len();
+            let mut object: ExportedService = serde_json::from_slice(&wire)?;
+            cached_form(&mut object, &|o: &mut ExportedService| {
+                compact::record(o, &own)
+            });
+            if let Some(event) = gate.pass(Event::Apply(std::sync::Arc::new(object))) {
+                writer.apply(&event);
+            }
+        }
+        let heap = live() - before;
+        drop(reader);
+        heap
+    } else {
+        let (reader, mut writer) = kept_store::<ExportedEndpointSlice>(name_of);
+        let (mut gate, _relist) = budget.gate::<ExportedEndpointSlice>(Kind::Copy);
+        for i in 0..ATTACK_OBJECTS {
+            let wire = as_served(attack.copy(i), &mut version)?;
+            written += wire.len();
+            let mut object: ExportedEndpointSlice = serde_json::from_slice(&wire)?;
+            cached_form(&mut object, &|o: &mut ExportedEndpointSlice| {
+                compact::hub_slice(o, &own)
+            });
+            if let Some(event) = gate.pass(Event::Apply(std::sync::Arc::new(object))) {
+                writer.apply(&event);
+            }
+        }
+        let heap = live() - before;
+        drop(reader);
+        heap
+    };
+    let report = budget.report();
+    let member = report.first();
+    Ok((
+        written,
+        member.map_or(0, |m| m.held_bytes),
+        member.map_or(0, |m| m.objects_left_out()),
+        held,
+    ))
+}
+
+fn name_of<K: Resource>(o: &K) -> (&str, &str) {
+    let meta = o.meta();
+    (
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The attacks' table: what one member at every CRD bound costs an importer's agent and its
+/// `atoll dns`, beside the per-member budget.
+fn member_at_bounds() -> anyhow::Result<()> {
+    let budget = atoll_core::caps::Limits::DEFAULT_HUB_BYTES;
+    let mib = |b: f64| b / f64::from(1 << 20);
+    println!();
+    println!(
+        "one member at every CRD bound, {ATTACK_OBJECTS} objects each: what an importer's agent holds (budget {:.0} MiB per member, --max-hub-bytes-per-member)",
+        mib(budget as f64)
+    );
+    println!();
+    println!(
+        "| attack | written (wire) | held by the budget | left out | agent heap held | within budget + 10% |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let mut ok = true;
+    for attack in Attack::ALL {
+        let (written, held, left_out, heap) = attacked(attack, budget)?;
+        let pass = heap as f64 <= budget as f64 * 1.1;
+        ok &= pass;
+        println!(
+            "| {} | {:.0} MiB | {:.1} MiB | {left_out} | {:.1} MiB | {} |",
+            attack.describe(),
+            mib(written as f64),
+            mib(held as f64),
+            mib(heap as f64),
+            if pass { "PASS" } else { "FAIL" },
+        );
+    }
+    // `atoll dns`: the member at its endpoint-port cap (what the importer writes of it).
+    let pairs = atoll_core::caps::Limits::DEFAULT_MEMBER_ENDPOINT_PORTS;
+    let (services, endpoints, ports) = (20, 1000, 5);
+    let (imports, slices) = headless_import(services, endpoints, ports)?;
+    let before = live();
+    let zone = atoll_dns::zone::Zone::build(
+        &atoll_dns::zone::ZoneConfig::default(),
+        &imports.iter().collect::<Vec<_>>(),
+        &slices.iter().collect::<Vec<_>>(),
+    );
+    let heap = live() - before;
+    println!();
+    println!(
+        "atoll dns, the member at its endpoint-port cap ({pairs} pairs: {services} headless services × {endpoints} endpoints × {ports} named ports): zone heap {:.1} MiB",
+        mib(heap as f64)
+    );
+    drop(zone);
+    println!(
+        "bench-memory (member at bounds): {}",
+        if ok {
+            "every attack within the budget"
+        } else {
+            "some attack above the budget"
+        }
+    );
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let sizes =
         std::env::var("BENCH_SIZES").unwrap_or_else(|_| "10x100,50x200,100x200,250x200".into());
@@ -364,5 +492,8 @@ fn main() -> anyhow::Result<()> {
             "some size above target"
         }
     );
+    if std::env::var("BENCH_BOUNDS").as_deref() != Ok("0") {
+        member_at_bounds()?;
+    }
     Ok(())
 }
