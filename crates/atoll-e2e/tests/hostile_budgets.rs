@@ -60,30 +60,22 @@ async fn annotated_records(
     Ok(())
 }
 
-/// Waits until every importer's `atoll_agent_hub_rejected{cluster,kind,reason}` passes `ok`.
+/// Waits until every importer's `atoll_agent_hub_rejected` of `cluster`'s records left out
+/// for `reason` passes `ok`.
 async fn wait_rejected_where(
     set: &ClusterSet,
     cluster: &str,
     reason: &str,
     ok: impl Fn(f64) -> bool,
 ) -> anyhow::Result<()> {
-    for i in 0..set.members.len() {
-        let port = agent_admin_port(i)?;
-        wait_for(
-            &format!(
-                "atoll_agent_hub_rejected{{cluster={cluster},reason={reason}}} in c{}",
-                i + 1
-            ),
-            Duration::from_secs(120),
-            || async {
-                let labels = [("cluster", cluster), ("kind", "record"), ("reason", reason)];
-                let got = metric_labelled(port, "atoll_agent_hub_rejected", &labels).await?;
-                Ok(if ok(got) { Ok(()) } else { Err(got) })
-            },
-        )
-        .await?;
-    }
-    Ok(())
+    let rejected = Rejected {
+        cluster,
+        kind: "record",
+        reason,
+    };
+    rejected
+        .wait(set, Duration::from_secs(120), |_, got| ok(got))
+        .await
 }
 
 /// Resident memory of c3's agent once it settles (jemalloc hands freed pages back after its
@@ -221,27 +213,14 @@ async fn a_member_over_its_port_budgets_loses_only_its_own_newest_objects() -> a
         copy.spec.ports = serde_json::from_value(hundred.clone().into())?;
         member.copies().create(&post, &copy).await?;
     }
-    for i in 0..set.members.len() {
-        let port = agent_admin_port(i)?;
-        wait_for(
-            &format!(
-                "20 copies of {} left out for endpoint-port pairs in c{}",
-                member.id,
-                i + 1
-            ),
-            Duration::from_secs(60),
-            || async {
-                let labels = [
-                    ("cluster", member.id.as_str()),
-                    ("kind", "copy"),
-                    ("reason", "too-many-endpoint-ports"),
-                ];
-                let got = metric_labelled(port, "atoll_agent_hub_rejected", &labels).await?;
-                Ok(if got == 20.0 { Ok(()) } else { Err(got) })
-            },
-        )
+    let copies = Rejected {
+        cluster: &member.id,
+        kind: "copy",
+        reason: "too-many-endpoint-ports",
+    };
+    copies
+        .wait(&set, Duration::from_secs(60), |_, got| got == 20.0)
         .await?;
-    }
     for (i, m) in set.members.iter().enumerate() {
         assert!(
             import(m, &ns.name, "ported").await?.is_none(),

@@ -143,21 +143,55 @@ pub async fn wait_rejected(
     reason: &str,
     want: impl Fn(usize) -> f64,
 ) -> anyhow::Result<()> {
-    for i in 0..set.members.len() {
-        let port = agent_admin_port(i)?;
-        let want = want(i);
-        wait_for(
-            &format!("atoll_agent_hub_rejected{{cluster={cluster},kind={kind},reason={reason}}} = {want} in c{}", i + 1),
-            Duration::from_secs(30),
-            || async {
-                let labels = [("cluster", cluster), ("kind", kind), ("reason", reason)];
-                let got = metric_labelled(port, "atoll_agent_hub_rejected", &labels).await?;
-                Ok(if got == want { Ok(()) } else { Err(got) })
-            },
-        )
-        .await?;
+    let rejected = Rejected {
+        cluster,
+        kind,
+        reason,
+    };
+    rejected
+        .wait(set, Duration::from_secs(30), |i, got| got == want(i))
+        .await
+}
+
+/// One `atoll_agent_hub_rejected{cluster,kind,reason}` gauge.
+#[derive(Clone, Copy, Debug)]
+pub struct Rejected<'a> {
+    pub cluster: &'a str,
+    pub kind: &'a str,
+    pub reason: &'a str,
+}
+
+impl Rejected<'_> {
+    /// Waits up to `timeout` until the gauge of every importer (by index) passes `ok`.
+    pub async fn wait(
+        &self,
+        set: &ClusterSet,
+        timeout: Duration,
+        ok: impl Fn(usize, f64) -> bool,
+    ) -> anyhow::Result<()> {
+        let Self {
+            cluster,
+            kind,
+            reason,
+        } = *self;
+        for i in 0..set.members.len() {
+            let port = agent_admin_port(i)?;
+            wait_for(
+                &format!(
+                    "atoll_agent_hub_rejected{{cluster={cluster},kind={kind},reason={reason}}} in c{}",
+                    i + 1
+                ),
+                timeout,
+                || async {
+                    let labels = [("cluster", cluster), ("kind", kind), ("reason", reason)];
+                    let got = metric_labelled(port, "atoll_agent_hub_rejected", &labels).await?;
+                    Ok(if ok(i, got) { Ok(()) } else { Err(got) })
+                },
+            )
+            .await?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Waits until `member` holds a Warning Event `reason` on the ServiceImport `ns/name` whose

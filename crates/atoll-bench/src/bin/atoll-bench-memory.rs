@@ -327,41 +327,24 @@ fn attacked(attack: Attack, budget_bytes: usize) -> anyhow::Result<(usize, usize
     let budget = Budget::new(budget_bytes, &own);
     let mut version = 0;
     let mut written = 0;
-    let before = live();
     let held = if attack.records() {
-        let (reader, mut writer) = kept_store::<ExportedService>(name_of);
-        let (mut gate, _relist) = budget.gate::<ExportedService>(Kind::Record);
-        for i in 0..ATTACK_OBJECTS {
+        through_budget(&budget, Kind::Record, &mut written, |i| {
             let wire = as_served(attack.record(i), &mut version)?;
-            written += wire.len();
             let mut object: ExportedService = serde_json::from_slice(&wire)?;
             cached_form(&mut object, &|o: &mut ExportedService| {
                 compact::record(o, &own)
             });
-            if let Some(event) = gate.pass(Event::Apply(std::sync::Arc::new(object))) {
-                writer.apply(&event);
-            }
-        }
-        let heap = live() - before;
-        drop(reader);
-        heap
+            Ok((object, wire.len()))
+        })?
     } else {
-        let (reader, mut writer) = kept_store::<ExportedEndpointSlice>(name_of);
-        let (mut gate, _relist) = budget.gate::<ExportedEndpointSlice>(Kind::Copy);
-        for i in 0..ATTACK_OBJECTS {
+        through_budget(&budget, Kind::Copy, &mut written, |i| {
             let wire = as_served(attack.copy(i), &mut version)?;
-            written += wire.len();
             let mut object: ExportedEndpointSlice = serde_json::from_slice(&wire)?;
             cached_form(&mut object, &|o: &mut ExportedEndpointSlice| {
                 compact::hub_slice(o, &own)
             });
-            if let Some(event) = gate.pass(Event::Apply(std::sync::Arc::new(object))) {
-                writer.apply(&event);
-            }
-        }
-        let heap = live() - before;
-        drop(reader);
-        heap
+            Ok((object, wire.len()))
+        })?
     };
     let report = budget.report();
     let member = report.first();
@@ -371,6 +354,30 @@ fn attacked(attack: Attack, budget_bytes: usize) -> anyhow::Result<(usize, usize
         member.map_or(0, |m| m.objects_left_out()),
         held,
     ))
+}
+
+/// Passes `ATTACK_OBJECTS` objects (the `i`-th decoded and reduced by `object(i)`, with its
+/// wire size, added to `written`) through the gate of `kind` into a kept store; returns the heap
+/// the store and the budget hold of them.
+fn through_budget<K: atoll_agent::budget::Weigh + Send + Sync + 'static>(
+    budget: &atoll_agent::budget::Budget,
+    kind: atoll_core::budget::Kind,
+    written: &mut usize,
+    mut object: impl FnMut(usize) -> anyhow::Result<(K, usize)>,
+) -> anyhow::Result<isize> {
+    let before = live();
+    let (reader, mut writer) = kept_store::<K>(name_of);
+    let (mut gate, _relist) = budget.gate::<K>(kind);
+    for i in 0..ATTACK_OBJECTS {
+        let (o, wire) = object(i)?;
+        *written += wire;
+        if let Some(event) = gate.pass(Event::Apply(std::sync::Arc::new(o))) {
+            writer.apply(&event);
+        }
+    }
+    let heap = live() - before;
+    drop(reader);
+    Ok(heap)
 }
 
 fn name_of<K: Resource>(o: &K) -> (&str, &str) {

@@ -36,20 +36,24 @@ fn fleet(serving: [bool; 3]) -> Vec<(String, BTreeMap<String, String>, bool)> {
     ]
 }
 
-fn run(
-    list: &[ClusterSelector],
-    importer: &BTreeMap<String, String>,
-    clusters: &[(String, BTreeMap<String, String>, bool)],
-) -> (Option<usize>, Vec<String>) {
-    let candidates: Vec<Candidate<'_>> = clusters
+/// The candidates of `fleet`: (id, properties, serving).
+fn candidates(fleet: &[(String, BTreeMap<String, String>, bool)]) -> Vec<Candidate<'_>> {
+    fleet
         .iter()
         .map(|(id, properties, serving)| Candidate {
             id,
             properties,
             serving: *serving,
         })
-        .collect();
-    let s = select(list, importer, &candidates);
+        .collect()
+}
+
+fn run(
+    list: &[ClusterSelector],
+    importer: &BTreeMap<String, String>,
+    clusters: &[(String, BTreeMap<String, String>, bool)],
+) -> (Option<usize>, Vec<String>) {
+    let s = select(list, importer, &candidates(clusters));
     (s.decided_by, s.active.into_iter().collect())
 }
 
@@ -371,14 +375,7 @@ impl Importer {
         fleet: &[(String, BTreeMap<String, String>, bool)],
         now: i64,
     ) -> Selection {
-        let candidates: Vec<Candidate<'_>> = fleet
-            .iter()
-            .map(|(id, properties, serving)| Candidate {
-                id,
-                properties,
-                serving: *serving,
-            })
-            .collect();
+        let candidates = candidates(fleet);
         let wanted = select(list, &BTreeMap::new(), &candidates);
         let selection = hold(wanted, &self.in_place, &candidates, now);
         if selection.active != self.in_place.active {
