@@ -294,3 +294,149 @@ async fn the_hub_refuses_what_a_member_writes_past_its_quota() -> anyhow::Result
     }
     ns.cleanup().await
 }
+
+/// The MCS slices of `ns/name` in `member`: `(source cluster, active label)`, sorted.
+async fn active_marks(
+    member: &atoll_testing::Member,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = atoll_testing::mcs::mcs_slices(member, ns, name)
+        .await?
+        .iter()
+        .filter_map(|s| {
+            let l = s.metadata.labels.as_ref()?;
+            Some((
+                l.get(atoll_api::labels::SOURCE_CLUSTER)?.clone(),
+                l.get(atoll_api::labels::ACTIVE)
+                    .cloned()
+                    .unwrap_or_default(),
+            ))
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+#[tokio::test]
+async fn a_member_claiming_another_members_id_joins_no_selector_meant_for_it() -> anyhow::Result<()>
+{
+    let set = ClusterSet::from_env().await?;
+    let ns = set.namespace("hostile-identity").await?;
+    let (member, _leave) = hostile(&set, &fresh(&ns)).await?;
+    // c3 exports `only` for every importer to use c3 alone.
+    let c3 = &set.members[2];
+    let only_c3 = r#"[{"propertySelector":{"matchLabels":{"cluster.clusterset.k8s.io":"c3"}}}]"#;
+    atoll_testing::mcs::deploy_service(c3, &ns.name, "only", 1, &[("tcp", "TCP", 80, 80)], false)
+        .await?;
+    atoll_testing::fixtures::export_annotated(
+        &c3.client,
+        &ns.name,
+        "only",
+        &[(atoll_core::selection::SELECTORS_ANNOTATION, only_c3)],
+    )
+    .await?;
+    for m in &set.members {
+        atoll_testing::mcs::wait_import_clusters(m, &ns.name, "only", 1).await?;
+    }
+    // The hostile member claims c3's id and the ClusterSet in its own profile, with its own
+    // credentials, and exports the service too, with an endpoint.
+    member
+        .claim_properties(&[
+            ("cluster.clusterset.k8s.io", "c3"),
+            ("clusterset.k8s.io", "local"),
+        ])
+        .await?;
+    publish(&member, &ns.name, "only", &["10.250.0.17"]).await?;
+    let wanted = vec![
+        ("c3".to_owned(), "true".to_owned()),
+        (member.id.clone(), "false".to_owned()),
+    ];
+    for m in &set.members {
+        wait_for(
+            &format!("{}: c3 active, {} inactive", m.context, member.id),
+            Duration::from_secs(40),
+            || async {
+                let got = active_marks(m, &ns.name, "only").await?;
+                Ok(if got == wanted { Ok(()) } else { Err(got) })
+            },
+        )
+        .await?;
+    }
+    ns.cleanup().await
+}
+
+#[tokio::test]
+async fn a_1970_claim_racing_into_the_same_second_wins_no_tie() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let (ns, member, _leave, before) = stage(&set, "hostile-race", "web").await?;
+    let c3 = &set.members[2];
+    let hub_records: kube::Api<atoll_api::hub::ExportedService> =
+        kube::Api::namespaced(set.members[0].client.clone(), "atoll-c3");
+    // The hostile member watches for c3's new record and creates its own at once, claiming
+    // 1970, headless (c3's is ClusterSetIP): tried until both land in one second of hub time.
+    let mut raced = None;
+    for attempt in 0..5 {
+        let name = format!("race{attempt}");
+        let c3_record = hub::record_name(&ns.name, &name);
+        atoll_testing::mcs::deploy_service(
+            c3,
+            &ns.name,
+            &name,
+            1,
+            &[("tcp", "TCP", 80, 80)],
+            false,
+        )
+        .await?;
+        atoll_testing::fixtures::export(&c3.client, &ns.name, &name, &[]).await?;
+        let honest = loop {
+            if let Some(r) = hub_records.get_opt(&c3_record).await? {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let forged = record(
+            &member.id,
+            &ns.name,
+            &name,
+            tcp80(),
+            "Headless",
+            "1970-01-01T00:00:00Z",
+        )?;
+        let forged = post(&member, forged).await?;
+        if forged.metadata.creation_timestamp == honest.metadata.creation_timestamp {
+            raced = Some(name);
+            break;
+        }
+    }
+    let Some(name) = raced else {
+        anyhow::bail!("no attempt landed both records in one second of hub time");
+    };
+    // c3 (the smaller id) wins the tie: the import stays ClusterSetIP everywhere, and the
+    // hostile record conflicts.
+    for m in &set.members {
+        wait_for(
+            &format!(
+                "{}: {name} imported as ClusterSetIP from c3's record",
+                m.context
+            ),
+            Duration::from_secs(30),
+            || async {
+                let i = import(m, &ns.name, &name).await?;
+                let t = i
+                    .as_ref()
+                    .and_then(|i| i.spec.as_ref())
+                    .map(|s| s.type_.clone());
+                Ok(
+                    if t == Some(atoll_api::multicluster::ServiceImportType::ClusterSetIP) {
+                        Ok(())
+                    } else {
+                        Err(format!("{t:?}"))
+                    },
+                )
+            },
+        )
+        .await?;
+    }
+    unchanged(&set, ns, "web", &before).await
+}

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService, LEASE_NAME};
+use atoll_api::inventory::ClusterProfile;
 use atoll_core::ClusterId;
 use atoll_core::membership::{AGENT_ACCOUNT, hub_objects};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -127,6 +128,23 @@ impl HubMember {
             )
             .await?;
         }
+        // Its ClusterProfile, and the right to write that profile's status only.
+        let inventory = atoll_core::membership::INVENTORY_NAMESPACE;
+        create(
+            Api::<ClusterProfile>::namespaced(admin.clone(), inventory),
+            &objects.profile,
+        )
+        .await?;
+        create(
+            Api::<Role>::namespaced(admin.clone(), inventory),
+            &objects.profile_role,
+        )
+        .await?;
+        create(
+            Api::<RoleBinding>::namespaced(admin.clone(), inventory),
+            &objects.profile_binding,
+        )
+        .await?;
         create(
             Api::<ClusterRoleBinding>::all(admin.clone()),
             &objects.reader_binding,
@@ -206,5 +224,37 @@ impl HubMember {
                 "--ignore-not-found",
             ],
         );
+        let inventory = atoll_core::membership::INVENTORY_NAMESPACE;
+        let role = format!("atoll-profile-{}", self.id);
+        for (kind, name) in [
+            ("clusterprofile", self.id.as_str()),
+            ("role", role.as_str()),
+            ("rolebinding", role.as_str()),
+        ] {
+            let _ = kubectl(
+                &self.set,
+                &self.set.members[0].context,
+                &["delete", kind, name, "-n", inventory, "--ignore-not-found"],
+            );
+        }
+    }
+
+    /// Its ClusterProfile's status, written with its own credentials: `properties` as
+    /// `(name, value)`.
+    pub async fn claim_properties(&self, properties: &[(&str, &str)]) -> anyhow::Result<()> {
+        let profiles: Api<ClusterProfile> = Api::namespaced(
+            self.client.clone(),
+            atoll_core::membership::INVENTORY_NAMESPACE,
+        );
+        let properties: Vec<serde_json::Value> = properties
+            .iter()
+            .map(|(name, value)| serde_json::json!({"name": name, "value": value}))
+            .collect();
+        let status = serde_json::json!({"status": {"properties": properties}});
+        profiles
+            .patch_status(&self.id, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .context("writing its own ClusterProfile's status")?;
+        Ok(())
     }
 }
