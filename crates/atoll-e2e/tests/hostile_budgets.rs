@@ -440,3 +440,32 @@ async fn a_1970_claim_racing_into_the_same_second_wins_no_tie() -> anyhow::Resul
     }
     unchanged(&set, ns, "web", &before).await
 }
+
+#[tokio::test]
+async fn the_most_annotations_an_import_may_carry_are_imported_everywhere() -> anyhow::Result<()> {
+    let set = ClusterSet::from_env().await?;
+    let (ns, member, _leave, before) = stage(&set, "hostile-annotated", "web").await?;
+    // Exported annotations of exactly what an import may carry beside Atoll's own keys: the
+    // importers' writes (with their keys added) stay within the apiserver's 256 KiB.
+    let key = "flood.example.com/a";
+    let max = atoll_core::validate::names::MAX_EXPORTED_ANNOTATION_BYTES;
+    let mut r = record(
+        &member.id,
+        &ns.name,
+        "annotated",
+        tcp80(),
+        "ClusterSetIP",
+        NOW,
+    )?;
+    r.spec.exported_annotations = BTreeMap::from([(key.to_owned(), "x".repeat(max - key.len()))]);
+    post(&member, r).await?;
+    for m in &set.members {
+        atoll_testing::mcs::wait_import_clusters(m, &ns.name, "annotated", 1).await?;
+        let i = import(m, &ns.name, "annotated").await?;
+        let carried = i
+            .and_then(|i| i.metadata.annotations)
+            .and_then(|a| a.get(key).map(String::len));
+        assert_eq!(carried, Some(max - key.len()), "{}'s import", m.context);
+    }
+    unchanged(&set, ns, "web", &before).await
+}
