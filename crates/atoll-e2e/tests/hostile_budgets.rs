@@ -423,10 +423,7 @@ async fn a_1970_claim_racing_into_the_same_second_wins_no_tie() -> anyhow::Resul
             Duration::from_secs(30),
             || async {
                 let i = import(m, &ns.name, &name).await?;
-                let t = i
-                    .as_ref()
-                    .and_then(|i| i.spec.as_ref())
-                    .map(|s| s.type_.clone());
+                let t = i.as_ref().and_then(|i| i.spec.as_ref()).map(|s| s.type_);
                 Ok(
                     if t == Some(atoll_api::multicluster::ServiceImportType::ClusterSetIP) {
                         Ok(())
