@@ -301,7 +301,7 @@ pub struct HubObjects {
     pub writer: Role,
     pub writer_binding: RoleBinding,
     /// Object counts the hub allows in the member's namespace: the importers' caps, so the hub
-    /// refuses the excess before any importer sees it.
+    /// refuses the excess before any importer sees it (`atoll join --hub-quota true`).
     pub quota: ResourceQuota,
     pub reader: ClusterRole,
     pub reader_binding: ClusterRoleBinding,

@@ -249,7 +249,7 @@ async fn a_member_over_its_port_budgets_loses_only_its_own_newest_objects() -> a
 async fn the_hub_refuses_what_a_member_writes_past_its_quota() -> anyhow::Result<()> {
     let set = ClusterSet::from_env().await?;
     let ns = set.namespace("hostile-quota").await?;
-    // Joined as `atoll join` joins: with its ResourceQuota.
+    // Joined as `atoll join --hub-quota true` joins: with its ResourceQuota.
     let member = HubMember::join(&set, &fresh(&ns)).await?;
     let leaving = member.clone();
     let _leave = atoll_testing::Undo::new(move || leaving.leave());

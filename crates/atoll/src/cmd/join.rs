@@ -72,6 +72,52 @@ pub struct JoinArgs {
     /// a hub reached here through 127.0.0.1 (a tunnel, a port forward, a kind cluster).
     #[arg(long)]
     pub hub_server: Option<String>,
+    /// Also apply a ResourceQuota in the member's hub namespace (object counts matching the
+    /// importers' caps, so the hub refuses the excess on the member's own write). The hub's
+    /// quota controller must count the hub.atoll.dev objects first: until it has, the hub
+    /// refuses every record the member writes, so `atoll join` waits up to a minute for the
+    /// count and removes the quota again, saying so, if it does not come.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub hub_quota: bool,
+}
+
+/// How long `atoll join --hub-quota` waits for the hub to count the quota's objects.
+const QUOTA_COUNTED: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Applies `quota` in `namespace` on the hub and waits until the hub has counted every object
+/// kind it limits; removes it again if that does not happen within [`QUOTA_COUNTED`].
+async fn apply_counted_quota(
+    hub: &Client,
+    namespace: &str,
+    quota: &ResourceQuota,
+) -> anyhow::Result<()> {
+    let api = ns::<ResourceQuota>(hub, namespace);
+    apply(&api, quota).await?;
+    let hard: Vec<String> = quota
+        .spec
+        .as_ref()
+        .and_then(|s| s.hard.as_ref())
+        .map(|h| h.keys().cloned().collect())
+        .unwrap_or_default();
+    let name = membership::QUOTA;
+    let started = std::time::Instant::now();
+    while started.elapsed() < QUOTA_COUNTED {
+        let counted = api
+            .get_opt(name)
+            .await?
+            .and_then(|q| q.status)
+            .and_then(|s| s.used)
+            .is_some_and(|used| hard.iter().all(|k| used.contains_key(k)));
+        if counted {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    api.delete(name, &Default::default()).await?;
+    anyhow::bail!(
+        "the hub has not counted the objects of ResourceQuota {namespace}/{name} within {} s (its quota controller must know the hub.atoll.dev CRDs; until it counts them the hub refuses every record of the member): the quota is removed again; re-run `atoll join --hub-quota true` later",
+        QUOTA_COUNTED.as_secs()
+    )
 }
 
 /// Arguments of `atoll leave`.
@@ -270,7 +316,9 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
     apply(&ns::<ServiceAccount>(h, &hub_ns), &objects.account).await?;
     apply(&ns::<Role>(h, &hub_ns), &objects.writer).await?;
     apply(&ns::<RoleBinding>(h, &hub_ns), &objects.writer_binding).await?;
-    apply(&ns::<ResourceQuota>(h, &hub_ns), &objects.quota).await?;
+    if args.hub_quota {
+        apply_counted_quota(h, &hub_ns, &objects.quota).await?;
+    }
     apply(&Api::all(h.clone()), &objects.reader).await?;
     apply(&Api::all(h.clone()), &objects.reader_binding).await?;
     apply(&Api::all(h.clone()), &objects.inventory).await?;
