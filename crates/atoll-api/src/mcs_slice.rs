@@ -34,9 +34,6 @@ pub struct McsSlice {
     pub endpoints: Vec<PortableEndpoint>,
     /// The digest of the endpoints, when they are no longer kept.
     pub endpoints_digest: Option<EndpointsDigest>,
-    /// When the member's apiserver created it, in seconds since the epoch (a slice is renamed,
-    /// so created anew, when its cluster's selection changes: KEP-5939's minimum hold).
-    pub created: Option<i64>,
 }
 
 impl McsSlice {
@@ -50,10 +47,6 @@ impl McsSlice {
             ports,
         } = served;
         Self {
-            created: metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.as_second()),
             name: metadata.name.unwrap_or_default().into_boxed_str(),
             namespace: interner.string(metadata.namespace.as_deref().unwrap_or_default()),
             labels: metadata
@@ -176,7 +169,6 @@ impl From<&EndpointSlice> for McsSlice {
             ports: slice.ports.clone().map(Arc::from),
             endpoints: slice.endpoints.iter().map(PortableEndpoint::from).collect(),
             endpoints_digest: None,
-            created: meta.creation_timestamp.as_ref().map(|t| t.0.as_second()),
         }
     }
 }

@@ -397,25 +397,7 @@ fn import_service(
         ));
         per_cluster.push((cluster.clone(), slices));
     }
-    let in_place = if m.cluster_selectors.is_empty() {
-        Default::default()
-    } else {
-        // The service is as old here as its ServiceImport (its slices come and go).
-        let import = here.imports.get(&ObjectKey::new(&m.namespace, &m.name));
-        crate::selection::InPlace {
-            since: import
-                .and_then(|i| i.metadata.creation_timestamp.as_ref())
-                .map(|t| t.0.as_second()),
-            ..selected::in_place(&here.slices, &m.namespace, &m.name)
-        }
-    };
-    if let Some(selection) = selected::mark(
-        m,
-        &here.properties,
-        &mut per_cluster,
-        &in_place,
-        here.now.0.as_second(),
-    ) {
+    if let Some(selection) = selected::mark(m, &here.properties, &mut per_cluster) {
         report
             .selections
             .insert(ServiceKey::new(&m.namespace, &m.name), selection);

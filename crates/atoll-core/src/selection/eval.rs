@@ -58,71 +58,10 @@ pub fn serving(endpoint: &Endpoint) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selection {
     /// The selector that decided (its index in the list); `None` when there are no selectors or
-    /// none selected a cluster with a serving endpoint, and every cluster is active (or the
-    /// last selection is held, see `held_until`).
+    /// none selected a cluster with a serving endpoint, and every cluster is active.
     pub decided_by: Option<usize>,
     /// The active clusters.
     pub active: BTreeSet<String>,
-    /// While the selection in place is held against a change that is not needed (see
-    /// [`hold`]): until when, in seconds since the epoch.
-    pub held_until: Option<i64>,
-}
-
-/// Least time a selection stays in place before it changes again without need: a cluster
-/// whose endpoints flap (ready, not ready, ready) would otherwise make every importer replace
-/// every other cluster's MCS slices at each flip.
-pub const MIN_HOLD_SECONDS: i64 = 30;
-
-/// The selection in place in one importer for a service: the clusters its MCS slices mark
-/// active, and when the newest of them was created (a change of selection replaces the
-/// slices, so creates them anew).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InPlace {
-    pub active: BTreeSet<String>,
-    pub changed_at: Option<i64>,
-    /// When its ServiceImport here was created: a service new here (its first selection made
-    /// before the clusters' properties arrived) is not held.
-    pub since: Option<i64>,
-}
-
-/// The selection to use, given the one evaluated now (`wanted`) and the one `in_place` at
-/// `now`: a change is needed at once when an active cluster in place is gone or none of them
-/// serves (failover); any other change (back to a preferred cluster serving again, a cluster
-/// added) waits until the selection in place is [`MIN_HOLD_SECONDS`] old. So a flapping
-/// cluster costs each importer at most one change of selection back per hold, and failover is
-/// never delayed. A service whose import here is younger than the hold is not held: its first
-/// selection may have been made before the clusters' properties were known.
-pub fn hold(
-    wanted: Selection,
-    in_place: &InPlace,
-    candidates: &[Candidate<'_>],
-    now: i64,
-) -> Selection {
-    let (Some(changed_at), Some(since)) = (in_place.changed_at, in_place.since) else {
-        return wanted;
-    };
-    if now < since.saturating_add(MIN_HOLD_SECONDS) {
-        return wanted;
-    }
-    if in_place.active.is_empty() || in_place.active == wanted.active {
-        return wanted;
-    }
-    let find = |id: &str| candidates.iter().find(|c| c.id == id);
-    let all_there = in_place.active.iter().all(|id| find(id).is_some());
-    let one_serves = in_place
-        .active
-        .iter()
-        .any(|id| find(id).is_some_and(|c| c.serving));
-    let until = changed_at.saturating_add(MIN_HOLD_SECONDS);
-    if all_there && one_serves && now < until {
-        Selection {
-            decided_by: None,
-            active: in_place.active.clone(),
-            held_until: Some(until),
-        }
-    } else {
-        wanted
-    }
 }
 
 /// Evaluates `selectors` in order for the importer whose properties are `importer`: the first
@@ -143,14 +82,12 @@ pub fn select(
             return Selection {
                 decided_by: Some(index),
                 active: chosen.iter().map(|c| c.id.to_owned()).collect(),
-                held_until: None,
             };
         }
     }
     Selection {
         decided_by: None,
         active: candidates.iter().map(|c| c.id.to_owned()).collect(),
-        held_until: None,
     }
 }
 

@@ -15,9 +15,7 @@ mod selector;
 #[cfg(test)]
 mod tests;
 
-pub use eval::{
-    Candidate, InPlace, MIN_HOLD_SECONDS, Selection, hold, profile_properties, select, serving,
-};
+pub use eval::{Candidate, Selection, profile_properties, select, serving};
 pub use selector::{
     ACTIVE_LABEL, ClusterSelector, MAX_SELECTORS, SAME_AS_IMPORTER, SELECTORS_ANNOTATION,
     SelectorError, of_export, parse, validate,
