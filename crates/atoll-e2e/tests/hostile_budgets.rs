@@ -301,21 +301,11 @@ async fn active_marks(
     ns: &str,
     name: &str,
 ) -> anyhow::Result<Vec<(String, String)>> {
-    let mut out: Vec<(String, String)> = atoll_testing::mcs::mcs_slices(member, ns, name)
+    Ok(atoll_testing::mcs::selection_marks(member, ns, name)
         .await?
-        .iter()
-        .filter_map(|s| {
-            let l = s.metadata.labels.as_ref()?;
-            Some((
-                l.get(atoll_api::labels::SOURCE_CLUSTER)?.clone(),
-                l.get(atoll_api::labels::ACTIVE)
-                    .cloned()
-                    .unwrap_or_default(),
-            ))
-        })
-        .collect();
-    out.sort();
-    Ok(out)
+        .into_iter()
+        .map(|(cluster, active, _, _)| (cluster, active))
+        .collect())
 }
 
 #[tokio::test]

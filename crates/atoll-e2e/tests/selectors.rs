@@ -164,32 +164,6 @@ async fn set_region(member: &atoll_testing::Member, value: &str) -> anyhow::Resu
     Ok(())
 }
 
-/// `(source cluster, active label, has kube-proxy's service-name label, endpoints)` of the
-/// MCS slices of `ns/name` in `member`, sorted.
-async fn marks(
-    member: &atoll_testing::Member,
-    ns: &str,
-    name: &str,
-) -> anyhow::Result<Vec<(String, String, bool, usize)>> {
-    let mut out: Vec<_> = atoll_testing::mcs::mcs_slices(member, ns, name)
-        .await?
-        .iter()
-        .filter_map(|s| {
-            let l = s.metadata.labels.as_ref()?;
-            Some((
-                l.get(atoll_api::labels::SOURCE_CLUSTER)?.clone(),
-                l.get(atoll_api::labels::ACTIVE)
-                    .cloned()
-                    .unwrap_or_default(),
-                l.contains_key(atoll_api::labels::KUBERNETES_SERVICE_NAME),
-                s.endpoints.len(),
-            ))
-        })
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
 fn want(rows: &[(&str, &str, usize)]) -> Vec<(String, String, bool, usize)> {
     rows.iter()
         .map(|(c, active, n)| ((*c).to_owned(), (*active).to_owned(), *active == "true", *n))
@@ -206,7 +180,7 @@ async fn wait_marks(
         &format!("MCS slices of {ns}/hello in {}: {wanted:?}", member.context),
         Duration::from_secs(40),
         || async {
-            let got = marks(member, ns, "hello").await?;
+            let got = atoll_testing::mcs::selection_marks(member, ns, "hello").await?;
             Ok(if got == wanted { Ok(()) } else { Err(got) })
         },
     )

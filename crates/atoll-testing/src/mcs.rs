@@ -416,3 +416,27 @@ pub async fn withdraw_all_of_c2(set: &ClusterSet, ns: &str) -> anyhow::Result<()
     }
     Ok(())
 }
+
+/// `(source cluster, active label, has kube-proxy's service-name label, endpoints)` of the MCS
+/// slices of `ns/name` in `member`, sorted (KEP-5939 selection as the slices show it).
+pub async fn selection_marks(
+    member: &Member,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<(String, String, bool, usize)>> {
+    let mut out: Vec<_> = mcs_slices(member, ns, name)
+        .await?
+        .iter()
+        .filter_map(|s| {
+            let l = s.metadata.labels.as_ref()?;
+            Some((
+                l.get(labels::SOURCE_CLUSTER)?.clone(),
+                l.get(labels::ACTIVE).cloned().unwrap_or_default(),
+                l.contains_key(labels::KUBERNETES_SERVICE_NAME),
+                s.endpoints.len(),
+            ))
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
