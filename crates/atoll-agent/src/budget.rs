@@ -12,6 +12,7 @@ use atoll_api::hub::{self, ExportedEndpointSlice, ExportedService};
 use atoll_core::budget::{Kind, Ledger, MemberReport, Verdict, Weighed};
 use atoll_core::caps::OverLimit;
 use atoll_core::validate::{Reason, names};
+use atoll_watch::namespace_and_name;
 use kube::Resource;
 use kube::runtime::watcher::Event;
 use tokio::sync::Notify;
@@ -40,68 +41,69 @@ impl Budget {
         f(&mut self.ledger.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// What each member holds and has left out.
-    pub fn report(&self) -> Vec<MemberReport> {
-        self.with(|l| l.report())
+    /// What each member holds and has left out, and the budget.
+    pub fn report(&self) -> (Vec<MemberReport>, usize) {
+        self.with(|l| (l.report(), l.budget()))
     }
+}
 
-    /// Sets the held-bytes gauge of every member (`gone`: members set before, now holding
-    /// nothing, are set to zero); returns the members set.
-    pub fn publish_held(
-        &self,
-        gauge: &prometheus_client::metrics::family::Family<
-            crate::metrics::ClusterLabels,
-            prometheus_client::metrics::gauge::Gauge,
-        >,
-        gone: &std::collections::BTreeSet<String>,
-    ) -> std::collections::BTreeSet<String> {
-        let now: std::collections::BTreeMap<String, usize> = self
-            .report()
-            .into_iter()
-            .map(|m| (cluster_of(&m.namespace), m.held_bytes))
-            .collect();
-        for cluster in gone.iter().filter(|c| !now.contains_key(*c)) {
-            gauge
-                .get_or_create(&crate::metrics::ClusterLabels {
-                    cluster: cluster.clone(),
-                })
-                .set(0);
-        }
-        for (cluster, bytes) in &now {
-            gauge
-                .get_or_create(&crate::metrics::ClusterLabels {
-                    cluster: cluster.clone(),
-                })
-                .set(i64::try_from(*bytes).unwrap_or(i64::MAX));
-        }
-        now.into_keys().collect()
+/// Sets the held-bytes gauge of every member in `report` (`gone`: members set before, now
+/// holding nothing, are set to zero); returns the members set.
+pub fn publish_held(
+    report: &[MemberReport],
+    gauge: &prometheus_client::metrics::family::Family<
+        crate::metrics::ClusterLabels,
+        prometheus_client::metrics::gauge::Gauge,
+    >,
+    gone: &std::collections::BTreeSet<String>,
+) -> std::collections::BTreeSet<String> {
+    let now: std::collections::BTreeMap<String, usize> = report
+        .iter()
+        .map(|m| (cluster_of(&m.namespace), m.held_bytes))
+        .collect();
+    for cluster in gone.iter().filter(|c| !now.contains_key(*c)) {
+        gauge
+            .get_or_create(&crate::metrics::ClusterLabels {
+                cluster: cluster.clone(),
+            })
+            .set(0);
     }
-
-    /// What members have left out, as the caps report what they leave out.
-    pub fn over_limits(&self) -> Vec<OverLimit> {
-        let budget = self.with(|l| l.budget());
-        let mut out = Vec::new();
-        for member in self.report() {
-            let cluster = cluster_of(&member.namespace);
-            for ((kind, reason), (objects, bytes)) in &member.left_out {
-                out.push(OverLimit {
-                    cluster: cluster.clone(),
-                    reason: *reason,
-                    kind: *kind,
-                    published: *bytes,
-                    limit: match reason {
-                        Reason::Annotation => names::MAX_EXPORTED_ANNOTATION_BYTES,
-                        _ => budget,
-                    },
-                    ignored: *objects,
-                    services: Default::default(),
-                    service: None,
-                });
-            }
-        }
-        out
+    for (cluster, bytes) in &now {
+        gauge
+            .get_or_create(&crate::metrics::ClusterLabels {
+                cluster: cluster.clone(),
+            })
+            .set(i64::try_from(*bytes).unwrap_or(i64::MAX));
     }
+    now.into_keys().collect()
+}
 
+/// What members have left out (`report`, against `budget`), as the caps report what they
+/// leave out.
+pub fn over_limits(report: &[MemberReport], budget: usize) -> Vec<OverLimit> {
+    let mut out = Vec::new();
+    for member in report {
+        let cluster = cluster_of(&member.namespace);
+        for ((kind, reason), (objects, bytes)) in &member.left_out {
+            out.push(OverLimit {
+                cluster: cluster.clone(),
+                reason: *reason,
+                kind: *kind,
+                published: *bytes,
+                limit: match reason {
+                    Reason::Annotation => names::MAX_EXPORTED_ANNOTATION_BYTES,
+                    _ => budget,
+                },
+                ignored: *objects,
+                services: Default::default(),
+                service: None,
+            });
+        }
+    }
+    out
+}
+
+impl Budget {
     /// The gate of the watch of `kind`'s objects, and the notification that makes it list
     /// again.
     pub fn gate<T: Weigh>(&self, kind: Kind) -> (Gate<T>, Arc<Notify>) {
@@ -113,7 +115,7 @@ impl Budget {
                 relist: relist.clone(),
                 last_relist: None,
                 relist_pending: false,
-                weigh: T::weigh,
+                weighed: std::marker::PhantomData,
             },
             relist,
         )
@@ -145,10 +147,10 @@ pub struct Gate<T> {
     relist: Arc<Notify>,
     last_relist: Option<Instant>,
     relist_pending: bool,
-    weigh: fn(&T) -> (usize, Option<Reason>),
+    weighed: std::marker::PhantomData<fn(&T)>,
 }
 
-impl<T: Resource> Gate<T> {
+impl<T: Weigh> Gate<T> {
     /// What the store applies of `event`.
     pub fn pass(&mut self, event: Event<Arc<T>>) -> Option<Event<Arc<T>>> {
         let kind = self.kind;
@@ -187,7 +189,7 @@ impl<T: Resource> Gate<T> {
 
     fn weighed<'a>(&self, object: &'a T) -> Weighed<'a> {
         let (namespace, name) = namespace_and_name(object);
-        let (bytes, oversize) = (self.weigh)(object);
+        let (bytes, oversize) = object.weigh();
         Weighed {
             kind: self.kind,
             namespace,
@@ -229,10 +231,89 @@ fn cluster_of(namespace: &str) -> String {
         .to_owned()
 }
 
-fn namespace_and_name<T: Resource>(object: &T) -> (&str, &str) {
-    let meta = object.meta();
-    (
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default(),
-    )
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record of member `cluster` named `name`, weighing about `bytes` as served.
+    fn record(cluster: &str, name: &str, bytes: usize) -> Arc<ExportedService> {
+        let mut r: ExportedService = serde_json::from_value(serde_json::json!({
+            "apiVersion": "hub.atoll.dev/v1alpha1", "kind": "ExportedService",
+            "metadata": {"name": name, "namespace": hub::namespace_for(cluster)},
+            "spec": {"cluster": cluster, "namespace": "demo", "name": name,
+                     "exportCreated": "2026-01-01T00:00:00Z", "type": "ClusterSetIP", "ports": []}
+        }))
+        .unwrap_or_else(|e| panic!("decoding the test record: {e}"));
+        r.spec.exported_annotations = [("a.example.com/x".to_owned(), "x".repeat(bytes))].into();
+        Arc::new(r)
+    }
+
+    fn kind<T>(event: &Option<Event<T>>) -> &'static str {
+        match event {
+            None => "none",
+            Some(Event::Apply(_)) => "apply",
+            Some(Event::Delete(_)) => "delete",
+            Some(Event::Init) => "init",
+            Some(Event::InitApply(_)) => "init-apply",
+            Some(Event::InitDone) => "init-done",
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_store_never_holds_a_member_past_its_budget_and_lists_again_once_at_most_every_30_s()
+     {
+        let budget = Budget::new(3000, "atoll-c1");
+        let (mut gate, relist) = budget.gate::<ExportedService>(Kind::Record);
+        assert_eq!(kind(&gate.pass(Event::Init)), "init");
+        let listed = gate.pass(Event::InitApply(record("c2", "a", 1000)));
+        assert_eq!(kind(&listed), "init-apply");
+        assert_eq!(kind(&gate.pass(Event::InitDone)), "init-done");
+        assert_eq!(
+            kind(&gate.pass(Event::Apply(record("c2", "b", 1000)))),
+            "apply"
+        );
+        // The third does not fit: the store gets a delete (it may hold an older version).
+        assert_eq!(
+            kind(&gate.pass(Event::Apply(record("c2", "c", 1000)))),
+            "delete"
+        );
+        // The importer's own objects are never left out; another member has its own budget.
+        let own = gate.pass(Event::Apply(record("c1", "big", 10_000)));
+        assert_eq!(kind(&own), "apply");
+        assert_eq!(
+            kind(&gate.pass(Event::Apply(record("c3", "a", 2000)))),
+            "apply"
+        );
+        let (report, bytes) = budget.report();
+        assert_eq!(bytes, 3000);
+        let left_out: Vec<(String, usize)> = report
+            .iter()
+            .map(|m| (m.namespace.clone(), m.objects_left_out()))
+            .collect();
+        assert_eq!(
+            left_out,
+            [("atoll-c2".to_owned(), 1), ("atoll-c3".to_owned(), 0)]
+        );
+        // Room made: a relist is asked for, but not sooner than 30 s after the last list.
+        let notified = relist.notified();
+        tokio::pin!(notified);
+        assert_eq!(
+            kind(&gate.pass(Event::Delete(record("c2", "a", 1000)))),
+            "delete"
+        );
+        let _ = gate.pass(Event::Delete(record("c2", "b", 1000)));
+        tokio::time::sleep(RELIST_EVERY - Duration::from_secs(1)).await;
+        assert!(
+            futures::FutureExt::now_or_never(notified.as_mut()).is_none(),
+            "relisted before 30 s"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(futures::FutureExt::now_or_never(notified.as_mut()).is_some());
+        // The relist holds what fits now.
+        assert_eq!(kind(&gate.pass(Event::Init)), "init");
+        let back = gate.pass(Event::InitApply(record("c2", "c", 1000)));
+        assert_eq!(kind(&back), "init-apply");
+        assert_eq!(kind(&gate.pass(Event::InitDone)), "init-done");
+        assert_eq!(budget.report().0[0].objects_left_out(), 0);
+    }
 }

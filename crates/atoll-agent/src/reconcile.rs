@@ -174,9 +174,10 @@ pub async fn run_loop(
         report::totals(m, reconciler.report());
         // What the store left out (each member's byte budget) is reported beside what the
         // caps left out.
+        let (budget, bytes) = stores.budget.report();
         let mut over = step.over.clone();
-        over.extend(stores.budget.over_limits());
-        held = stores.budget.publish_held(&m.member_hub_bytes, &held);
+        over.extend(crate::budget::over_limits(&budget, bytes));
+        held = crate::budget::publish_held(&budget, &m.member_hub_bytes, &held);
         rejections
             .publish(&context, reconciler.report(), &over, step.lead)
             .await;

@@ -85,7 +85,8 @@ struct Notice {
     announcement: Announcement,
     /// The import it concerns here, where its Event goes; else the member's ClusterProperty.
     import: Option<ObjectKey>,
-    /// The hub object it is about: `(kind, key)`.
+    /// What it is about (the Event's related object): a hub object, or the member's hub
+    /// namespace.
     object: Option<k8s_openapi::api::core::v1::ObjectReference>,
     /// Whether to log it here (whole records are logged by the reconcile loop).
     log: bool,

@@ -491,7 +491,14 @@ fn keep_hub_objects<K>(
     on_event: impl FnMut(&watcher::Event<Arc<K>>) + Send + 'static,
 ) -> KeptStore<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: crate::budget::Weigh
+        + Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     atoll_watch::keep_gated(
         Api::all(hub.clone()),
@@ -503,7 +510,7 @@ where
             atoll_watch::cached_form(&mut object, &trim);
             object
         },
-        name_of,
+        atoll_watch::namespace_and_name,
         move |event| gate.pass(event),
         relist,
         on_event,
@@ -513,15 +520,6 @@ where
 /// Objects per page when a hub watch lists: at most 150 MiB of objects at their largest, 100
 /// KB at their usual size; 500 pages for 50,000 records (250 members of 200 services).
 const HUB_PAGE: u32 = 100;
-
-/// Namespace and name of an object, borrowed.
-fn name_of<K: Resource>(object: &K) -> (&str, &str) {
-    let meta = object.meta();
-    (
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default(),
-    )
-}
 
 /// The key of a kept object.
 fn object_key<K: Resource>(object: &Arc<K>) -> ObjectKey {

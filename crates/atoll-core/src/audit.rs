@@ -20,8 +20,9 @@ pub struct Finding {
     pub message: String,
 }
 
-fn member_of(key: &ObjectKey) -> String {
-    key.namespace
+/// The member whose hub namespace is `namespace` (empty if it is none).
+fn member_of(namespace: &str) -> String {
+    namespace
         .strip_prefix(atoll_api::hub::NAMESPACE_PREFIX)
         .unwrap_or_default()
         .to_owned()
@@ -50,7 +51,7 @@ pub fn audit(
                 _ => "their exported annotations take more than an import may carry".to_owned(),
             };
             found
-                .entry(member_of(&ObjectKey::new(&member.namespace, "")))
+                .entry(member_of(&member.namespace))
                 .or_default()
                 .push(Finding {
                     object: member.namespace.clone(),
@@ -66,11 +67,14 @@ pub fn audit(
         }
     }
     let mut note = |key: ObjectKey, reason: Reason, message: String| {
-        found.entry(member_of(&key)).or_default().push(Finding {
-            object: key.to_string(),
-            reason,
-            message,
-        });
+        found
+            .entry(member_of(&key.namespace))
+            .or_default()
+            .push(Finding {
+                object: key.to_string(),
+                reason,
+                message,
+            });
     };
     for record in records {
         if let Err(p) = validate::record::record(record) {

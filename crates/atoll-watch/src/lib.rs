@@ -197,6 +197,15 @@ pub fn cached_form<K: Resource>(object: &mut K, trim: &impl Fn(&mut K)) {
     trim(object);
 }
 
+/// Namespace and name of an object, borrowed (the key of a [`KeptStore`] of Kubernetes objects).
+pub fn namespace_and_name<K: Resource>(object: &K) -> (&str, &str) {
+    let meta = object.meta();
+    (
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
 /// A `trim` that keeps everything.
 pub fn keep_all<K>(_: &mut K) {}
 

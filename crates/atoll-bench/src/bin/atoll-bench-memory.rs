@@ -346,7 +346,7 @@ fn attacked(attack: Attack, budget_bytes: usize) -> anyhow::Result<(usize, usize
             Ok((object, wire.len()))
         })?
     };
-    let report = budget.report();
+    let (report, _) = budget.report();
     let member = report.first();
     Ok((
         written,
@@ -366,7 +366,7 @@ fn through_budget<K: atoll_agent::budget::Weigh + Send + Sync + 'static>(
     mut object: impl FnMut(usize) -> anyhow::Result<(K, usize)>,
 ) -> anyhow::Result<isize> {
     let before = live();
-    let (reader, mut writer) = kept_store::<K>(name_of);
+    let (reader, mut writer) = kept_store::<K>(atoll_watch::namespace_and_name);
     let (mut gate, _relist) = budget.gate::<K>(kind);
     for i in 0..ATTACK_OBJECTS {
         let (o, wire) = object(i)?;
@@ -378,14 +378,6 @@ fn through_budget<K: atoll_agent::budget::Weigh + Send + Sync + 'static>(
     let heap = live() - before;
     drop(reader);
     Ok(heap)
-}
-
-fn name_of<K: Resource>(o: &K) -> (&str, &str) {
-    let meta = o.meta();
-    (
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default(),
-    )
 }
 
 /// The attacks' table: what one member at every CRD bound costs an importer's agent and its
