@@ -78,6 +78,83 @@ pub async fn wait_sources(
     Ok(started.elapsed())
 }
 
+/// Ready endpoints in `member`'s own EndpointSlices of the Service `ns/name` (those the
+/// EndpointSlice controller writes, not Atoll's MCS slices).
+pub async fn local_ready_endpoints(member: &Member, ns: &str, name: &str) -> anyhow::Result<usize> {
+    let selector = format!(
+        "{}={name},{}={}",
+        labels::KUBERNETES_SERVICE_NAME,
+        labels::ENDPOINTSLICE_MANAGED_BY,
+        labels::CORE_ENDPOINTSLICE_MANAGER
+    );
+    let slices = Api::<EndpointSlice>::namespaced(member.client.clone(), ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    Ok(slices
+        .iter()
+        .flat_map(|s| &s.endpoints)
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+        .count())
+}
+
+/// Waits up to `within` until `member`'s own EndpointSlices of `ns/name` hold `n` ready
+/// endpoints: the environment's part (pods scheduled and made ready by the fake kubelet, slices
+/// written by the controller manager), done before a test times what Atoll does with them.
+pub async fn wait_local_ready(
+    member: &Member,
+    ns: &str,
+    name: &str,
+    n: usize,
+    within: Duration,
+) -> anyhow::Result<()> {
+    wait_for(
+        &format!(
+            "{n} ready endpoints of Service {ns}/{name} in {}",
+            member.context
+        ),
+        within,
+        || async {
+            let ready = local_ready_endpoints(member, ns, name).await?;
+            Ok(if ready == n { Ok(()) } else { Err(ready) })
+        },
+    )
+    .await
+}
+
+/// What each member shows of `ns/name`: ready endpoints of its own Service, its export's
+/// conditions and the sources of its MCS slices. A failing wait adds it to its error, to tell
+/// a slow environment from an update Atoll missed.
+pub async fn describe_service(set: &ClusterSet, ns: &str, name: &str) -> String {
+    let mut lines = Vec::new();
+    for member in &set.members {
+        let ready = local_ready_endpoints(member, ns, name).await;
+        let conditions = export_conditions(member, ns, name).await;
+        let sources = slice_sources(member, ns, name).await;
+        lines.push(format!(
+            "{}: local ready endpoints {:?}, export conditions {:?}, MCS slices from {:?}",
+            member.context,
+            ready.map_err(|e| e.to_string()),
+            conditions.map_err(|e| e.to_string()),
+            sources.map_err(|e| e.to_string()),
+        ));
+    }
+    lines.join("\n")
+}
+
+/// `result`, its error followed by [`describe_service`].
+pub async fn explained<T>(
+    result: anyhow::Result<T>,
+    set: &ClusterSet,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<T> {
+    match result {
+        Ok(value) => Ok(value),
+        Err(error) => Err(error.context(describe_service(set, ns, name).await)),
+    }
+}
+
 /// The conditions of the ServiceExport `ns/name` in `member`.
 async fn export_status_conditions(
     member: &Member,
