@@ -147,8 +147,12 @@ pub fn wake_only<K: 'static>(dirty: Arc<Dirty>) -> impl FnMut(&Event<K>) + Send 
 
 /// The event handler of the heartbeat Leases: a Lease whose claim changed (its member now
 /// publishes other names, so objects that waited for the claim may count now) wakes the loop at
-/// once; a beat alone wakes it too, but may wait to be taken in with others.
-pub fn heartbeats(dirty: Arc<Dirty>) -> impl FnMut(&Event<Lease>) + Send + 'static {
+/// once; a beat alone is noted in `beats` with when it was seen, and wakes the loop (without
+/// pressing) only when it may change something there (`Beats::saw`).
+pub fn heartbeats(
+    dirty: Arc<Dirty>,
+    beats: crate::beats::Beats,
+) -> impl FnMut(&Event<Lease>) + Send + 'static {
     let mut claims: HashMap<String, Option<String>> = HashMap::new();
     move |event| match event {
         Event::Apply(lease) | Event::InitApply(lease) => {
@@ -160,18 +164,33 @@ pub fn heartbeats(dirty: Arc<Dirty>) -> impl FnMut(&Event<Lease>) + Send + 'stat
                 .and_then(|a| a.get(CLAIM_ANNOTATION))
                 .cloned();
             let changed = claims.get(&namespace) != Some(&claim);
-            claims.insert(namespace, claim);
+            claims.insert(namespace.clone(), claim);
+            let wakes = match namespace.strip_prefix(atoll_api::hub::NAMESPACE_PREFIX) {
+                Some(cluster) => beats.saw(
+                    cluster,
+                    atoll_core::liveness::Heartbeat::read(lease).beat,
+                    std::time::Instant::now(),
+                ),
+                None => true,
+            };
             match (event, changed) {
                 (Event::Apply(_), true) => dirty.wake_now(),
-                (Event::Apply(_), false) => dirty.wake(),
+                (Event::Apply(_), false) if wakes => dirty.wake(),
                 _ => {}
             }
         }
         Event::Delete(lease) => {
-            claims.remove(lease.metadata.namespace.as_deref().unwrap_or_default());
+            let namespace = lease.metadata.namespace.as_deref().unwrap_or_default();
+            claims.remove(namespace);
+            if let Some(cluster) = namespace.strip_prefix(atoll_api::hub::NAMESPACE_PREFIX) {
+                beats.forget(cluster);
+            }
             dirty.wake_now();
         }
-        Event::Init => claims.clear(),
+        Event::Init => {
+            claims.clear();
+            beats.clear();
+        }
         Event::InitDone => dirty.wake_now(),
     }
 }
@@ -194,7 +213,7 @@ mod tests {
     #[test]
     fn a_new_claim_presses_and_a_beat_alone_does_not() {
         let dirty = Arc::new(Dirty::new(Arc::new(Notify::new())));
-        let mut handle = heartbeats(dirty.clone());
+        let mut handle = heartbeats(dirty.clone(), crate::beats::Beats::default());
         handle(&Event::Init);
         handle(&Event::InitApply(lease("atoll-c2", "1:aa")));
         handle(&Event::InitDone);

@@ -7,6 +7,7 @@
 //! listed once; if a watch ends before that, the agent stops with an error.
 
 pub mod access;
+pub mod beats;
 pub mod budget;
 pub mod compact;
 mod config;

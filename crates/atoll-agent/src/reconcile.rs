@@ -169,6 +169,7 @@ pub async fn run_loop(
         }
         let step = reconciler.step(&tick, stores.snapshot(), &stores.leases.state());
         let planned = started.elapsed();
+        stores.beats.judged(&step.liveness);
         report::liveness(m, &step);
         reported.log(reconciler.report());
         report::totals(m, reconciler.report());

@@ -67,6 +67,8 @@ pub struct Stores {
     pub denied_cidrs: Vec<atoll_core::validate::Cidr>,
     /// What each member's hub objects take in `records` and `hub_slices`, within its budget.
     pub budget: Budget,
+    /// When the Lease watch saw each member's beat.
+    pub beats: crate::beats::Beats,
     /// Member: its Nodes, only their names and addresses kept (other members' endpoints at
     /// those addresses are refused).
     pub nodes: Store<Node>,
@@ -108,6 +110,7 @@ impl Stores {
         let own_namespace = || atoll_api::hub::namespace_for(own.as_str());
         let all = watcher::Config::default;
         let d = || dirty.clone();
+        let beats = crate::beats::Beats::default();
         Self {
             exports: watch(
                 m,
@@ -182,7 +185,7 @@ impl Stores {
                 h,
                 WATCH_LEASES,
                 all().fields(&format!("metadata.name={}", atoll_api::hub::LEASE_NAME)),
-                dirty::heartbeats(d()),
+                dirty::heartbeats(d(), beats.clone()),
             ),
             policies: watch(h, WATCH_POLICIES, all(), dirty::everything(d())),
             properties: watch(m, WATCH_PROPERTIES, all(), dirty::wake_only(d())),
@@ -192,6 +195,7 @@ impl Stores {
                 .then(|| watch(m, WATCH_SERVICE_CIDRS, all(), dirty::everything(d()))),
             denied_cidrs: ranges.denied,
             budget,
+            beats,
             // Node status changes often; the reconciler re-plans everything only when the set
             // of addresses changes.
             nodes: atoll_watch::reflect_with(
@@ -246,6 +250,7 @@ impl Stores {
                 self.nodes.state().iter().map(|n| n.as_ref()),
             ),
             unlisted: self.unlisted(),
+            beats_seen: self.beats.seen(),
         }
     }
 

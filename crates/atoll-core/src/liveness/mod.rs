@@ -98,6 +98,12 @@ pub struct Withdrawal {
     pub services: BTreeSet<ServiceKey>,
 }
 
+/// When this importer's Lease watch saw each cluster's beat, by cluster: a beat is taken as
+/// seen then rather than at the step that reads it, so heartbeats need not wake the reconciler
+/// (a renewal that changes nothing else costs a map entry, not a pass) and a withdrawal still
+/// counts the grace from the last beat seen.
+pub type BeatsSeen = HashMap<String, (Beat, Instant)>;
+
 /// What the plan needs to know about source clusters.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Liveness {
@@ -120,6 +126,14 @@ pub struct Liveness {
     pub blind: bool,
     /// Seconds since each cluster's beat last moved, as seen here.
     pub last_seen_seconds: BTreeMap<String, f64>,
+}
+
+/// `wall` less `ago` (the wall time of a moment `ago` before it).
+fn wall_before(wall: &Time, ago: Duration) -> Time {
+    k8s_openapi::jiff::SignedDuration::try_from(ago)
+        .ok()
+        .and_then(|ago| wall.0.checked_sub(ago).ok())
+        .map_or_else(|| wall.clone(), Time)
 }
 
 /// The hub as the plan should see it.
@@ -272,6 +286,20 @@ impl Tracker {
         records: &[Arc<ExportedService>],
         copies: &[Arc<ExportedEndpointSlice>],
     ) -> View {
+        self.update_seen(now, wall, leases, records, copies, &BeatsSeen::new())
+    }
+
+    /// As [`update`](Self::update), each beat taken as seen when `seen` says its watch saw it
+    /// (when that is the beat the Lease holds now, and not later than `now`).
+    pub fn update_seen(
+        &mut self,
+        now: Instant,
+        wall: &Time,
+        leases: &[Arc<Lease>],
+        records: &[Arc<ExportedService>],
+        copies: &[Arc<ExportedEndpointSlice>],
+        seen: &BeatsSeen,
+    ) -> View {
         let (by_cluster, unowned) = by_cluster(records, copies);
         let leases: BTreeMap<String, Heartbeat> = leases
             .iter()
@@ -287,10 +315,16 @@ impl Tracker {
         let missing = Heartbeat::missing();
         for cluster in &clusters {
             let heartbeat = leases.get(cluster).unwrap_or(&missing);
+            let (at, at_wall) = match seen.get(cluster) {
+                Some((beat, at)) if *beat == heartbeat.beat && *at < now => {
+                    (*at, wall_before(wall, now.saturating_duration_since(*at)))
+                }
+                _ => (now, wall.clone()),
+            };
             self.sources
                 .entry(cluster.clone())
-                .or_insert_with(|| Source::first_seen(heartbeat, now, wall))
-                .observe_beat(heartbeat, now, wall);
+                .or_insert_with(|| Source::first_seen(heartbeat, at, &at_wall))
+                .observe_beat(heartbeat, at, &at_wall);
         }
 
         // Blind while our own Lease does not move in our view; seeing again restarts every

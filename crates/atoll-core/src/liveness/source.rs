@@ -294,8 +294,12 @@ impl Source {
             if appeared {
                 return;
             }
-            self.last_change = now;
-            self.last_change_wall = wall.clone();
+            // The clock never goes back: a beat the watch saw before the clock last restarted
+            // (the hub seen again) leaves it at the restart.
+            if now >= self.last_change {
+                self.last_change = now;
+                self.last_change_wall = wall.clone();
+            }
             self.carried = Duration::ZERO;
             self.withdrawn_until_beat = false;
             self.awaiting_beat = false;

@@ -395,3 +395,50 @@ fn the_view_names_the_services_whose_part_changed_without_an_event_of_theirs() {
     assert_eq!(seen[1], ["b", "c"], "stale");
     assert_eq!(seen[2], ["b", "c"], "withdrawn");
 }
+
+#[test]
+fn a_beat_counts_from_when_the_watch_saw_it_not_from_the_step_that_reads_it() {
+    // Steps come late (heartbeats no longer wake the reconciler): c2's last beat, seen at 5 s,
+    // is read only at 20 s. It is withdrawn a grace after 5 s, not after 20 s.
+    let start = Instant::now();
+    let at = |s: u64| start + Duration::from_secs(s);
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    confirmed(&mut tracker, &mut hub, at(0), 0);
+    let mut leases = hub.renew(&["c1", "c2"]);
+    let c2_beat = Heartbeat::read(&leases[1]).beat;
+    let seen = BeatsSeen::from([("c2".to_owned(), (c2_beat, at(5)))]);
+    let mut t = 20;
+    let view = tracker.update_seen(at(t), &wall(t), &leases, &hub.records, &hub.copies, &seen);
+    assert_eq!(view.liveness.last_seen_seconds.get("c2"), Some(&15.0));
+    // From here only c1 renews.
+    let silent = hub.version;
+    let mut withdrawn_at = None;
+    while t < 100 && withdrawn_at.is_none() {
+        t += 1;
+        let (r, s) = hub.of("c2");
+        let c2 = lease("c2", silent, Some((u64::from(silent), &r, &s)));
+        leases = hub.renew(&["c1"]);
+        leases.push(c2);
+        let view = tracker.update_seen(at(t), &wall(t), &leases, &hub.records, &hub.copies, &seen);
+        if view.liveness.withdrawn.contains_key("c2") {
+            withdrawn_at = Some(t);
+            assert_eq!(view.liveness.withdrawn["c2"].last_seen, wall(5));
+        }
+    }
+    assert_eq!(withdrawn_at, Some(5 + GRACE.as_secs() + 1));
+    // A seen time for another beat than the Lease holds is not used (the step's time is).
+    let mut tracker = Tracker::new("c1", settings());
+    confirmed(&mut tracker, &mut hub, at(200), 200);
+    let leases = hub.renew(&["c1", "c2"]);
+    let stale_seen = BeatsSeen::from([("c2".to_owned(), (Beat::Counter(1), at(201)))]);
+    let view = tracker.update_seen(
+        at(230),
+        &wall(230),
+        &leases,
+        &hub.records,
+        &hub.copies,
+        &stale_seen,
+    );
+    assert_eq!(view.liveness.last_seen_seconds.get("c2"), Some(&0.0));
+}

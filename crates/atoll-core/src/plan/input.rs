@@ -63,6 +63,9 @@ pub struct Observed {
     /// permission, version skew): their stores are empty, not known to be, so nothing is
     /// planned, and the member's claim holds what the hub holds for it.
     pub unlisted: Vec<&'static str>,
+    /// When this importer's watch saw each cluster's current beat (see
+    /// [`crate::liveness::BeatsSeen`]); empty: as seen at the step.
+    pub beats_seen: crate::liveness::BeatsSeen,
 }
 
 /// What the import side merges.

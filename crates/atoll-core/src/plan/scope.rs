@@ -138,6 +138,8 @@ impl Observed {
                 copies: copies(&s.copies),
             }),
             unlisted: self.unlisted.clone(),
+            // Read by the liveness tracker on the whole view, before any restriction.
+            beats_seen: Default::default(),
         }
     }
 

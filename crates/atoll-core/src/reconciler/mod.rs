@@ -334,12 +334,13 @@ impl Reconciler {
             self.queue.take(self.config.batch)
         };
 
-        let view = self.tracker.update(
+        let view = self.tracker.update_seen(
             now,
             &tick.wall,
             leases,
             &observed.records,
             &observed.hub_slices,
+            &observed.beats_seen,
         );
         self.next_check = view.next_check;
         // Per-member caps, on the whole view before it is restricted to some services.
