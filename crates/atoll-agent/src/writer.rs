@@ -330,9 +330,9 @@ async fn delete_collection(
     let key = ObjectKey::new(&collection.namespace, &selector);
     tracing::info!(
         namespace = %collection.namespace,
-        source_cluster = %collection.source_cluster,
+        source_clusters = %collection.source_clusters.join(","),
         slices = collection.slices.len(),
-        "deleting every MCS EndpointSlice of a source cluster in the namespace at once"
+        "deleting every MCS EndpointSlice of withdrawn source clusters in the namespace at once"
     );
     let deleted = write(
         client,
@@ -354,7 +354,7 @@ async fn delete_collection(
             report(&context.metrics, &error);
             tracing::warn!(
                 namespace = %collection.namespace,
-                source_cluster = %collection.source_cluster,
+                source_clusters = %collection.source_clusters.join(","),
                 "the collection was refused: deleting its {} slices one by one",
                 collection.slices.len()
             );

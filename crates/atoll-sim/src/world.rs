@@ -901,5 +901,5 @@ fn in_collection(
     meta.namespace.as_deref() == Some(collection.namespace.as_str())
         && label(atoll_api::labels::ENDPOINTSLICE_MANAGED_BY)
             == Some(atoll_api::labels::ATOLL_ENDPOINTSLICE_MANAGER)
-        && label(atoll_api::labels::SOURCE_CLUSTER) == Some(collection.source_cluster.as_str())
+        && label(atoll_api::labels::SOURCE_CLUSTER).is_some_and(|c| collection.selects(c))
 }

@@ -20,7 +20,11 @@
 //! * one dead cluster: one simulated cluster stops renewing, until c2 holds none of its slices
 //!   (from when it stopped, and from its last renewal: the grace runs from that, so a cluster
 //!   that dies just after a beat is withdrawn that much later);
-//! * withdraw: the simulated clusters stop renewing; until c2 holds none of their imports;
+//! * a region dies: a third of the live simulated clusters stop renewing at once; from their
+//!   last renewal until c2 holds none of their slices, and how many of the survivors' slices
+//!   and imports c2 recreated or deleted meanwhile (none should be);
+//! * withdraw: every simulated cluster stops renewing; from the last renewal until c2 holds
+//!   none of their imports;
 //! * the hub: etcd's database file, the RSS of its apiserver and etcd, its write rate while the
 //!   fleet publishes and while idle, its open watches (`BENCH_HUB_DIR`);
 //! * the RSS of c2's DNS servers (`BENCH_DNS_PIDFILES`: `name=pidfile,...`).
@@ -222,6 +226,10 @@ struct Member {
     first_import: HashMap<String, Instant>,
     /// Slices and imports created, changed or deleted (not those a relist lists again).
     changes: u64,
+    /// slice name -> (uid, source cluster): a survivor's slice recreated shows as a new uid.
+    slice_uids: HashMap<String, (String, String)>,
+    /// ServiceImport name -> uid.
+    import_uids: HashMap<String, String>,
 }
 
 impl Member {
@@ -273,11 +281,16 @@ fn watch_member(client: &Client) -> Shared {
                     if fresh {
                         m.changes += 1;
                     }
+                    m.slice_uids.insert(
+                        slice.name_any(),
+                        (slice.uid().unwrap_or_default(), key.1.clone()),
+                    );
                     m.slices.insert(key.clone(), addrs.clone());
                     m.slice_owner.insert(slice.name_any(), (key, addrs));
                 }
                 Ok(Event::Delete(slice)) => {
                     m.changes += 1;
+                    m.slice_uids.remove(&slice.name_any());
                     if let Some((key, _)) = m.slice_owner.remove(&slice.name_any()) {
                         m.slices.remove(&key);
                     }
@@ -302,6 +315,8 @@ fn watch_member(client: &Client) -> Shared {
                     if fresh {
                         m.changes += 1;
                     }
+                    m.import_uids
+                        .insert(i.name_any(), i.uid().unwrap_or_default());
                     if i.spec.as_ref().is_some_and(|s| !s.ips.is_empty()) {
                         m.first_import.entry(i.name_any()).or_insert(now);
                         m.imports.insert(i.name_any());
@@ -309,6 +324,7 @@ fn watch_member(client: &Client) -> Shared {
                 }
                 Ok(Event::Delete(i)) => {
                     m.changes += 1;
+                    m.import_uids.remove(&i.name_any());
                     m.imports.remove(&i.name_any());
                 }
                 Ok(_) => {}
@@ -410,6 +426,12 @@ struct Row {
     dead_one: f64,
     /// The same, from the dead cluster's last renewal.
     dead_one_since_beat: f64,
+    /// A third of the live clusters stop at once: from their last renewal until c2 holds none
+    /// of their slices, and the survivors' slices and imports recreated or gone meanwhile.
+    region: f64,
+    region_clusters: usize,
+    region_survivors_touched: usize,
+    /// From the last renewal of any cluster.
     withdraw: f64,
     hub: HubFootprint,
     hub_publish_writes: f64,
@@ -655,7 +677,37 @@ async fn run_size(b: &Bench, size: &str, clusters: usize, services: usize) -> an
     let last_beat = lock(&beats).get(&dead).copied().unwrap_or(silent);
     row.dead_one_since_beat = done.duration_since(last_beat).as_secs_f64();
 
-    // 7. Withdraw: every simulated cluster stops renewing.
+    // 7. A region dies: a third of the live clusters stop renewing at once.
+    let region: BTreeSet<String> = names[..(clusters - 1) / 3].iter().cloned().collect();
+    row.region_clusters = region.len();
+    if !region.is_empty() {
+        let survivors = survivors_of(&lock(&shared.0), &region);
+        for name in &region {
+            lock(&published).remove(name);
+        }
+        let silent = Instant::now();
+        let done = until(
+            shared,
+            "withdrawing a region",
+            Duration::from_secs(600),
+            |m| !m.slices.keys().any(|(_, c)| region.contains(c)),
+        )
+        .await?;
+        let last_beat = {
+            let beats = lock(&beats);
+            region
+                .iter()
+                .filter_map(|c| beats.get(c))
+                .max()
+                .copied()
+                .unwrap_or(silent)
+        };
+        row.region = done.duration_since(last_beat).as_secs_f64();
+        settle(port).await?;
+        row.region_survivors_touched = survivors.touched(&lock(&shared.0));
+    }
+
+    // 8. Withdraw: every simulated cluster stops renewing.
     stop.notify_one();
     heartbeats.await?;
     let silent = Instant::now();
@@ -663,7 +715,8 @@ async fn run_size(b: &Bench, size: &str, clusters: usize, services: usize) -> an
         m.imports.is_empty() && m.slices.is_empty()
     })
     .await?;
-    row.withdraw = done.duration_since(silent).as_secs_f64();
+    let last_beat = lock(&beats).values().max().copied().unwrap_or(silent);
+    row.withdraw = done.duration_since(last_beat).as_secs_f64();
 
     // Clean up: the simulated members' hub namespaces, gone before the next size.
     for name in &names {
@@ -686,6 +739,41 @@ async fn run_size(b: &Bench, size: &str, clusters: usize, services: usize) -> an
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     Ok(row)
+}
+
+/// What the clusters outside a dying region have in c2: their slices and every import, by uid.
+struct Survivors {
+    slices: HashMap<String, String>,
+    imports: HashMap<String, String>,
+}
+
+fn survivors_of(member: &Member, region: &BTreeSet<String>) -> Survivors {
+    Survivors {
+        slices: member
+            .slice_uids
+            .iter()
+            .filter(|(_, (_, cluster))| !region.contains(cluster))
+            .map(|(name, (uid, _))| (name.clone(), uid.clone()))
+            .collect(),
+        imports: member.import_uids.clone(),
+    }
+}
+
+impl Survivors {
+    /// How many of them `member` no longer holds with the same uid (deleted or recreated).
+    fn touched(&self, member: &Member) -> usize {
+        let slices = self
+            .slices
+            .iter()
+            .filter(|(name, uid)| member.slice_uids.get(*name).map(|(u, _)| u) != Some(*uid))
+            .count();
+        let imports = self
+            .imports
+            .iter()
+            .filter(|(name, uid)| member.import_uids.get(*name) != Some(*uid))
+            .count();
+        slices + imports
+    }
 }
 
 fn verdict(ok: bool) -> &'static str {
@@ -713,9 +801,9 @@ fn print_tables(b: &Bench, rows: &[Row]) -> bool {
         b.grace.as_secs()
     );
     println!(
-        "| size (clusters×services) | hub objects | converge after last write | endpoint change p50 / p99 | new export p50 / p99 | agent CPU converging | writes per endpoint change / new export | idle writes | restart: ready / writes / objects touched | one dead cluster withdrawn (after its last beat) | withdraw all | full pass | |"
+        "| size (clusters×services) | hub objects | converge after last write | endpoint change p50 / p99 | new export p50 / p99 | agent CPU converging | writes per endpoint change / new export | idle writes | restart: ready / writes / objects touched | one dead cluster withdrawn (after its last beat) | a third die at once: withdrawn after their last beat / survivors touched | all die: withdrawn after the last beat | full pass | |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut ok = true;
     for r in rows {
         let pass = r.converge < 30.0
@@ -723,10 +811,13 @@ fn print_tables(b: &Bench, rows: &[Row]) -> bool {
             && (b.all_importers || r.new_export.1 < 0.5)
             && r.idle_writes == 0.0
             && (b.restart.is_none() || (r.restart_ready < 20.0 && r.restart_changes == 0))
-            && r.dead_one_since_beat <= grace + 5.0;
+            && r.dead_one_since_beat <= grace + 5.0
+            && (r.region_clusters == 0 || r.region <= grace + 5.0)
+            && r.region_survivors_touched == 0
+            && r.withdraw <= grace + 5.0;
         ok &= pass;
         println!(
-            "| {} | {} | {:.1} s | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.1} s | {:.1} / {:.1} | {:.0} in {} s | {:.1} s / {:.0} / {} | {:.1} s ({:.1} s) | {:.1} s | {} | {} |",
+            "| {} | {} | {:.1} s | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.1} s | {:.1} / {:.1} | {:.0} in {} s | {:.1} s / {:.0} / {} | {:.1} s ({:.1} s) | {} clusters: {:.1} s / {} | {:.1} s | {} | {} |",
             r.size,
             r.objects,
             r.converge,
@@ -744,6 +835,9 @@ fn print_tables(b: &Bench, rows: &[Row]) -> bool {
             r.restart_changes,
             r.dead_one,
             r.dead_one_since_beat,
+            r.region_clusters,
+            r.region,
+            r.region_survivors_touched,
             r.withdraw,
             // Agents before the incremental passes had no such metric.
             if r.full_pass > 0.0 {
@@ -755,14 +849,14 @@ fn print_tables(b: &Bench, rows: &[Row]) -> bool {
         );
     }
     println!(
-        "| target | | < 30 s | p99 < {:.0} ms | {} | | | 0 | < 20 s / 0 / 0 | after its last beat ≤ grace + 5 s = {:.0} s | | | |",
+        "| target | | < 30 s | p99 < {:.0} ms | {} | | | 0 | < 20 s / 0 / 0 | after its last beat ≤ grace + 5 s = {g:.0} s | ≤ {g:.0} s / 0 | ≤ {g:.0} s | | |",
         endpoint_p99 * 1e3,
         if b.all_importers {
             "–"
         } else {
             "p99 < 500 ms"
         },
-        grace + 5.0
+        g = grace + 5.0
     );
 
     println!();

@@ -442,3 +442,74 @@ fn a_beat_counts_from_when_the_watch_saw_it_not_from_the_step_that_reads_it() {
     );
     assert_eq!(view.liveness.last_seen_seconds.get("c2"), Some(&0.0));
 }
+
+#[test]
+fn clusters_whose_deadlines_fall_in_one_step_of_the_grid_are_withdrawn_in_one_update() {
+    // c2, c3 and c4 die together: their last beats were seen at 10.1, 10.5 and 10.9 s, so
+    // their graces run out at 70.1, 70.5 and 70.9 s. Steps come every 100 ms. Each is withdrawn
+    // after its own grace, at most one grid step later, and all three in the same update (one
+    // pass, one status write per import). Mutation: `judge_every` zero withdraws c2 at 70.2 s
+    // alone.
+    let start = Instant::now();
+    let at = |ms: u64| start + Duration::from_millis(ms);
+    let mut hub = Hub::new();
+    for (cluster, name) in [("c3", "c"), ("c4", "d")] {
+        hub.records.push(record(cluster, name));
+        hub.copies.push(copy(cluster, name));
+    }
+    let all = ["c1", "c2", "c3", "c4"];
+    let mut tracker = Tracker::new("c1", settings());
+    for _ in 0..2 {
+        let leases = hub.renew(&all);
+        tracker.update(at(0), &wall(0), &leases, &hub.records, &hub.copies);
+    }
+    let last = hub.renew(&all);
+    let beat = |i: usize| Heartbeat::read(&last[i]).beat;
+    let deaths = [("c2", 10_100), ("c3", 10_500), ("c4", 10_900)];
+    let seen: BeatsSeen = deaths
+        .iter()
+        .enumerate()
+        .map(|(i, (c, ms))| ((*c).to_owned(), (beat(i + 1), at(*ms))))
+        .collect();
+    let mut withdrawn_at: BTreeMap<String, u64> = BTreeMap::new();
+    let mut ms = 11_000;
+    while ms < 75_000 {
+        let mut leases = hub.renew(&["c1"]);
+        leases.extend(last[1..].iter().cloned());
+        let view = tracker.update_seen(
+            at(ms),
+            &wall(ms / 1000),
+            &leases,
+            &hub.records,
+            &hub.copies,
+            &seen,
+        );
+        for cluster in view.liveness.withdrawn.keys() {
+            withdrawn_at.entry(cluster.clone()).or_insert(ms);
+        }
+        if withdrawn_at.is_empty() && ms > 60_000 {
+            // The next look is due on the grid (plus the 50 ms margin), or a quarter second on
+            // when the grid's next instant is nearer.
+            let due = ms + view.next_check.map_or(0, |d| d.as_millis() as u64);
+            assert!(
+                (due - 50).is_multiple_of(1000) || due - ms == 250,
+                "next check at {due} ms, from {ms} ms"
+            );
+        }
+        ms += 100;
+    }
+    for (cluster, died) in deaths {
+        let when = withdrawn_at.get(cluster).copied();
+        let deadline = died + GRACE.as_millis() as u64;
+        assert!(
+            when.is_some_and(|w| w > deadline && w <= deadline + 1000),
+            "{cluster}: withdrawn at {when:?} ms, its grace ran out at {deadline} ms"
+        );
+    }
+    let moments: BTreeSet<u64> = withdrawn_at.values().copied().collect();
+    assert_eq!(
+        moments.len(),
+        1,
+        "withdrawn in one update: {withdrawn_at:?}"
+    );
+}

@@ -1,7 +1,9 @@
 //! One request instead of hundreds: when a pass deletes every MCS EndpointSlice Atoll holds in
-//! one namespace for a withdrawn source cluster, the deletions become one `deletecollection` by
-//! label. At 250 clusters a withdrawal is one slice per service; sent one by one they kept the
-//! dead cluster's endpoints in the importer for seconds past the grace, on a busy apiserver.
+//! one namespace for withdrawn source clusters, the deletions become one `deletecollection` by
+//! label, for every such cluster of the namespace together (a set-based selector on the source
+//! cluster; a region dying is one request per namespace, not one per cluster). At 250 clusters
+//! a withdrawal is one slice per service; sent one by one they kept the dead cluster's
+//! endpoints in the importer for seconds past the grace, on a busy apiserver.
 //!
 //! The decision is made from every MCS slice the member holds, not from a pass's scope: a
 //! collection is sent only when each slice the label selector matches is one the plan deletes
@@ -24,6 +26,9 @@ use crate::ClusterId;
 /// Fewer deletions than this in one namespace for one cluster stay named deletes: they are
 /// cheap, and a named delete says exactly which object went.
 pub const COLLECT_AT_LEAST: usize = 8;
+
+/// Source clusters one collection selects at most (the selector travels in the request's URL).
+pub const CLUSTERS_PER_COLLECTION: usize = 64;
 
 /// `(namespace, source cluster)`.
 type Group<'a> = (&'a str, &'a str);
@@ -94,17 +99,23 @@ pub fn collect_slice_deletions(
             _ => named.push(key.clone()),
         }
     }
-    writes
-        .delete_slice_collections
-        .extend(
-            members
-                .into_iter()
-                .map(|((namespace, cluster), slices)| SliceCollection {
-                    namespace: namespace.to_owned(),
-                    source_cluster: cluster.to_owned(),
-                    slices,
-                }),
-        );
+    // One collection per namespace for all its collected clusters (a few, if very many).
+    let mut by_namespace: BTreeMap<&str, Vec<(&str, Vec<ObjectKey>)>> = BTreeMap::new();
+    for ((namespace, cluster), slices) in members {
+        by_namespace
+            .entry(namespace)
+            .or_default()
+            .push((cluster, slices));
+    }
+    for (namespace, clusters) in by_namespace {
+        for chunk in clusters.chunks(CLUSTERS_PER_COLLECTION) {
+            writes.delete_slice_collections.push(SliceCollection {
+                namespace: namespace.to_owned(),
+                source_clusters: chunk.iter().map(|(c, _)| (*c).to_owned()).collect(),
+                slices: chunk.iter().flat_map(|(_, s)| s.iter().cloned()).collect(),
+            });
+        }
+    }
     writes.delete_slices = named;
 }
 

@@ -73,13 +73,14 @@ pub struct MemberWrites {
     pub delete_slice_collections: Vec<SliceCollection>,
 }
 
-/// Every MCS EndpointSlice Atoll holds in `namespace` for `source_cluster`: deleted with one
+/// Every MCS EndpointSlice Atoll holds in `namespace` for `source_clusters`: deleted with one
 /// `deletecollection` selecting Atoll's `endpointslice.kubernetes.io/managed-by` and the
-/// `multicluster.kubernetes.io/source-cluster` label.
+/// `multicluster.kubernetes.io/source-cluster` label among them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SliceCollection {
     pub namespace: String,
-    pub source_cluster: String,
+    /// Sorted, each once, each a valid cluster id (a valid label value).
+    pub source_clusters: Vec<String>,
     /// The slices the member held there when the pass was planned: what the collection
     /// deletes, and what the writer deletes one by one if the apiserver refuses the collection
     /// (an agent whose RBAC lacks `deletecollection`, say).
@@ -90,12 +91,17 @@ impl SliceCollection {
     /// The label selector of the collection.
     pub fn selector(&self) -> String {
         format!(
-            "{}={},{}={}",
+            "{}={},{} in ({})",
             atoll_api::labels::ENDPOINTSLICE_MANAGED_BY,
             atoll_api::labels::ATOLL_ENDPOINTSLICE_MANAGER,
             atoll_api::labels::SOURCE_CLUSTER,
-            self.source_cluster
+            self.source_clusters.join(",")
         )
+    }
+
+    /// Whether the collection selects slices of `source_cluster`.
+    pub fn selects(&self, source_cluster: &str) -> bool {
+        self.source_clusters.iter().any(|c| c == source_cluster)
     }
 }
 

@@ -479,7 +479,7 @@ fn a_scoped_step_collects_slice_deletions_only_from_every_slice_held() {
         member.delete_slice_collections,
         [crate::plan::SliceCollection {
             namespace: "demo".into(),
-            source_cluster: "c2".into(),
+            source_clusters: vec!["c2".into()],
             slices: keys("c2"),
         }],
         "{member:#?}"

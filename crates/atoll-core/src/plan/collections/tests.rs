@@ -61,7 +61,7 @@ fn deleting(slices: &[EndpointSlice]) -> MemberWrites {
 fn collection(namespace: &str, source: &str, slices: &[EndpointSlice]) -> SliceCollection {
     SliceCollection {
         namespace: namespace.to_owned(),
-        source_cluster: source.to_owned(),
+        source_clusters: vec![source.to_owned()],
         slices: slices.iter().map(|s| ObjectKey::of(&s.metadata)).collect(),
     }
 }
@@ -140,11 +140,55 @@ fn slices_without_a_selectable_source_label_stay_named() {
 }
 
 #[test]
-fn the_selector_names_atolls_manager_and_the_cluster() {
+fn the_selector_names_atolls_manager_and_the_clusters() {
     assert_eq!(
         collection("a", "c2", &[]).selector(),
-        "endpointslice.kubernetes.io/managed-by=atoll.multicluster.x-k8s.io,multicluster.kubernetes.io/source-cluster=c2"
+        "endpointslice.kubernetes.io/managed-by=atoll.multicluster.x-k8s.io,multicluster.kubernetes.io/source-cluster in (c2)"
     );
+    let two = SliceCollection {
+        source_clusters: vec!["c2".into(), "c3".into()],
+        ..collection("a", "c2", &[])
+    };
+    assert!(two.selector().ends_with("source-cluster in (c2,c3)"));
+}
+
+#[test]
+fn clusters_withdrawn_together_go_in_one_request_per_namespace() {
+    // A region: c2, c3 and c4 withdrawn in one pass, each with slices in "a"; c5 lives on.
+    // Mutation: one collection per (namespace, cluster) gives three here.
+    let dying: Vec<Vec<EndpointSlice>> = ["c2", "c3", "c4"]
+        .iter()
+        .map(|c| slices("a", c, "", 10))
+        .collect();
+    let living = slices("a", "c5", "", 10);
+    let all: Vec<_> = [dying.concat(), living].concat();
+    let mut writes = deleting(&dying.concat());
+    collect_slice_deletions(&mut writes, &held(&all), |c| c != "c5");
+    assert_eq!(
+        writes.delete_slice_collections,
+        [SliceCollection {
+            namespace: "a".into(),
+            source_clusters: vec!["c2".into(), "c3".into(), "c4".into()],
+            slices: dying
+                .concat()
+                .iter()
+                .map(|s| ObjectKey::of(&s.metadata))
+                .collect(),
+        }]
+    );
+    assert_eq!(writes.delete_slices, []);
+    // Past the selector's bound, more than one.
+    let many: Vec<Vec<EndpointSlice>> = (0..=CLUSTERS_PER_COLLECTION)
+        .map(|i| slices("a", &format!("m{i:03}"), "", COLLECT_AT_LEAST))
+        .collect();
+    let mut writes = deleting(&many.concat());
+    collect_slice_deletions(&mut writes, &held(&many.concat()), |_| true);
+    let sizes: Vec<usize> = writes
+        .delete_slice_collections
+        .iter()
+        .map(|c| c.source_clusters.len())
+        .collect();
+    assert_eq!(sizes, [CLUSTERS_PER_COLLECTION, 1]);
 }
 
 /// What a label selector of `c` matches among `held`.
@@ -156,7 +200,7 @@ fn matched<'a>(c: &SliceCollection, held: &'a [EndpointSlice]) -> Vec<&'a Endpoi
                     .labels
                     .as_ref()
                     .and_then(|l| l.get(labels::SOURCE_CLUSTER))
-                    == Some(&c.source_cluster)
+                    .is_some_and(|source| c.selects(source))
         })
         .collect()
 }
@@ -199,7 +243,8 @@ proptest! {
             let named: BTreeSet<ObjectKey> = c.slices.iter().cloned().collect();
             prop_assert_eq!(hit_keys, named, "the fallback deletes what the selector matches");
             prop_assert!(c.slices.len() >= COLLECT_AT_LEAST);
-            prop_assert!(is_withdrawn(&c.source_cluster));
+            prop_assert!(c.source_clusters.iter().all(|source| is_withdrawn(source)));
+            prop_assert!(c.source_clusters.len() <= CLUSTERS_PER_COLLECTION);
             prop_assert!(!writes.apply_slices.iter().any(|w| !matched(c, std::slice::from_ref(w)).is_empty()));
             gone.extend(hit.into_iter().map(|s| ObjectKey::of(&s.metadata)));
         }
