@@ -4,7 +4,9 @@
 //! twice; replicas stepping when due); then every fault healed and a quiet phase; then the
 //! comparison with a fault-free run and an idle phase in which nothing may be written.
 //! Among the faults, troubles with a member's kept liveness decisions (writes refused, reads
-//! failing, the ConfigMap lost or garbled) must change nothing anyone else sees.
+//! failing, the ConfigMap lost or garbled) must change nothing anyone else sees; and a region
+//! going dark (every member but one dying in the same step) must leave the survivor within
+//! the same bound as one death.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -34,6 +36,9 @@ pub struct Shape {
     /// a stream of its own so the other faults of a seed stay what they were before these
     /// existed (seeds named in tests and notes replay as they did).
     pub kept_fault_rate: f64,
+    /// Chance in each quantum that every member but one dies at once (a region going dark),
+    /// from a stream of its own too.
+    pub region_fault_rate: f64,
 }
 
 impl Default for Shape {
@@ -47,6 +52,7 @@ impl Default for Shape {
             quantum: Duration::from_millis(250),
             fault_rate: 0.08,
             kept_fault_rate: 0.04,
+            region_fault_rate: 0.01,
         }
     }
 }
@@ -92,6 +98,9 @@ enum Fault {
     LoseKept,
     GarbleKept,
     UnreadableKept,
+    /// Every member but one crashes in the same step (all their replicas), and all come back
+    /// together later.
+    CrashRegion,
 }
 
 const FAULTS: [Fault; 12] = [
@@ -162,6 +171,7 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
     let mut heals: Vec<(Duration, Heal)> = Vec::new();
     let mut backups: Vec<Hub> = Vec::new();
     let mut kept_rng = StdRng::seed_from_u64(seed ^ KEPT_STREAM);
+    let mut region_rng = StdRng::seed_from_u64(seed ^ REGION_STREAM);
     let quanta = (shape.faults.as_millis() / shape.quantum.as_millis().max(1)) as usize;
     for _ in 0..quanta {
         if rng.random_bool(shape.fault_rate) {
@@ -173,6 +183,16 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
                 &mut world,
                 &mut kept_rng,
                 &KEPT_FAULTS,
+                &mut heals,
+                &mut backups,
+            );
+            report.faults += 1;
+        }
+        if region_rng.random_bool(shape.region_fault_rate) {
+            inject(
+                &mut world,
+                &mut region_rng,
+                &[Fault::CrashRegion],
                 &mut heals,
                 &mut backups,
             );
@@ -368,6 +388,8 @@ fn seconds(rng: &mut StdRng, from: u64, to: u64) -> Duration {
 
 /// Seeds the stream of kept-decision faults from a schedule's seed.
 const KEPT_STREAM: u64 = 0x6b65_7074_6661_756c;
+/// Seeds the stream of region faults.
+const REGION_STREAM: u64 = 0x7265_6769_6f6e_2121;
 
 fn inject(
     world: &mut World,
@@ -399,6 +421,26 @@ fn inject(
             let back = now + seconds(rng, 2, 25);
             heals.push((back, Heal::Restart(m)));
             heals.push((back, Heal::Restart(m)));
+        }
+        Fault::CrashRegion => {
+            // `m` survives; every other member dies in this step, for longer than most graces
+            // (withdrawn, then taken back). Not while a region is down already: the survivor
+            // must live to be checked.
+            if world
+                .members
+                .iter()
+                .any(|member| member.replicas.is_empty())
+            {
+                return;
+            }
+            let back = now + seconds(rng, 8, 25);
+            for other in (0..world.members.len()).filter(|o| *o != m) {
+                while !world.members[other].replicas.is_empty() {
+                    world.crash(other, 0);
+                }
+                heals.push((back, Heal::Restart(other)));
+                heals.push((back, Heal::Restart(other)));
+            }
         }
         Fault::Partition => {
             world.members[m].partitioned = true;

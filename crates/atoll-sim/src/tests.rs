@@ -49,6 +49,7 @@ fn a_beat_a_restore_erased_before_an_importer_saw_it_is_not_held_against_it() {
     // Without the faults of kept decisions, which came later: the schedules as they were.
     let shape = Shape {
         kept_fault_rate: 0.0,
+        region_fault_rate: 0.0,
         ..Shape::default()
     };
     for seed in [241_072_957_129_854_771, 14_754_603_616_964_333_840] {
@@ -56,4 +57,24 @@ fn a_beat_a_restore_erased_before_an_importer_saw_it_is_not_held_against_it() {
         assert_eq!(report.violations, Vec::new(), "schedule {seed}");
         assert!(report.faults > 10, "schedule {seed} injected its faults");
     }
+}
+
+/// Every member but one dies in the same step (a region going dark), at random moments: the
+/// importer that lives on drops the dead ones within their grace plus the bound ((ii)), and
+/// takes them back when they return ((iv)).
+#[test]
+fn members_dying_in_one_step_leave_the_living_importer_within_the_bound() {
+    let shape = Shape {
+        fault_rate: 0.0,
+        kept_fault_rate: 0.0,
+        region_fault_rate: 0.05,
+        ..short()
+    };
+    let summary = simulate(6, 3, 2, &shape);
+    assert_eq!(summary.violations, 0, "{:#?}", summary.failures);
+    assert!(
+        summary.faults >= 6,
+        "regions died: {} times in 6 schedules",
+        summary.faults
+    );
 }
