@@ -82,6 +82,9 @@ pub fn liveness(metrics: &Metrics, step: &Step) {
         metrics.restorations.inc();
         tracing::info!(%cluster, "restoring a source cluster: its heartbeat moves again");
     }
+    for cluster in &news.forgotten {
+        tracing::info!(%cluster, "forgetting a withdrawn source cluster: it left the hub (no heartbeat Lease, no hub objects)");
+    }
     for cluster in &news.unmatched {
         tracing::warn!(%cluster, "a source cluster's hub objects have not matched what it claims for longer than its grace: importing the last set that did (see `atoll status`)");
     }

@@ -43,6 +43,11 @@ pub const FIELD_MANAGER: &str = "atoll-agent";
 
 /// Writes in flight at once, per kind of write.
 const IN_FLIGHT: usize = 16;
+/// Collections deleted at once: each deletes up to `atoll_core::plan::SLICES_PER_COLLECTION`
+/// objects, and the apiserver deletes one object at a time per request; 16 of them at once
+/// (3,200 deletions queued) left the member's apiserver no room to answer the leader election's
+/// renewals, and writes timed out with the leadership.
+const COLLECTIONS_IN_FLIGHT: usize = 4;
 
 /// Counts API writes: a total for logs, and by (kind, verb) in the metrics.
 #[derive(Debug, Default)]
@@ -384,8 +389,10 @@ pub struct Targets {
 /// Carries out `step`: first the kept decisions (a withdrawal is kept before its deletions, so
 /// a crash between the two cannot give a dead cluster a fresh grace; a refused keep write stops
 /// nothing), then the plan's hub writes, member writes and export statuses side by side
-/// (within the member, the ServiceImports' statuses after every other member write), then the
-/// Events on rejected records and the heartbeat renewal (after the hub writes it claims).
+/// (within the member, the ServiceImports' statuses after every other member write), the
+/// heartbeat renewal as soon as the hub writes it claims are done (never behind the member's
+/// writes: a withdrawal of thousands of slices took 20 s, and this member, its beat held back,
+/// looked dead to everyone and blind to itself), then the Events on rejected records.
 pub async fn execute(
     hub: &Client,
     member: &Client,
@@ -398,14 +405,23 @@ pub async fn execute(
         Some(kept) => Some(keep(member, kept, targets, context).await),
         None => None,
     };
-    let (hub_result, member_result, export_errors, profile_errors) = futures::join!(
-        hub_writes(hub, plan, context),
+    let hub_then_renewal = async {
+        let written = hub_writes(hub, plan, context).await;
+        let renewal = match &step.renewal {
+            Some(renewal) => Some(renew(hub, renewal, &step.keeping, targets, context).await),
+            None => None,
+        };
+        (written, renewal)
+    };
+    let ((hub_result, renewal), member_result, export_errors, profile_errors) = futures::join!(
+        hub_then_renewal,
         member_writes(member, plan, context),
         export_statuses(member, &plan.export_statuses, context),
         profile_status(hub, plan.profile.as_ref(), context),
     );
     let mut outcome = Outcome {
         kept,
+        renewal,
         ..Outcome::default()
     };
     let (derived_failures, member_errors) = member_result;
@@ -416,9 +432,6 @@ pub async fn execute(
     outcome.errors = hub_result.errors + member_errors + export_errors + profile_errors;
     for rejected in &step.announce {
         events::announce_rejected(&context.announcer, rejected).await;
-    }
-    if let Some(renewal) = &step.renewal {
-        outcome.renewal = Some(renew(hub, renewal, &step.keeping, targets, context).await);
     }
     outcome
 }
@@ -632,7 +645,7 @@ async fn member_writes(
         delete_each::<EndpointSlice>(member, &writes.delete_slices, context),
         futures::stream::iter(&writes.delete_slice_collections)
             .map(|c| delete_collection(member, c, context))
-            .buffer_unordered(IN_FLIGHT)
+            .buffer_unordered(COLLECTIONS_IN_FLIGHT)
             .concat(),
     );
     let failed_imports: std::collections::BTreeSet<ObjectKey> =

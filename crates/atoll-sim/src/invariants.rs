@@ -216,7 +216,7 @@ impl Checks {
             self.withdrawn
                 .insert((importer.to_owned(), source.clone()), at);
         }
-        for source in &news.restored {
+        for source in news.restored.iter().chain(&news.forgotten) {
             self.withdrawn
                 .remove(&(importer.to_owned(), source.clone()));
         }

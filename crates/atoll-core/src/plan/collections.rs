@@ -30,6 +30,11 @@ pub const COLLECT_AT_LEAST: usize = 8;
 /// Source clusters one collection selects at most (the selector travels in the request's URL).
 pub const CLUSTERS_PER_COLLECTION: usize = 64;
 
+/// Slices one collection deletes at most, unless one cluster alone has more: the apiserver
+/// deletes a collection's objects one after another, and a request must end within the
+/// writer's timeout (at a thousand deletions a second on a busy apiserver, about a second).
+pub const SLICES_PER_COLLECTION: usize = 1000;
+
 /// `(namespace, source cluster)`.
 type Group<'a> = (&'a str, &'a str);
 
@@ -108,13 +113,24 @@ pub fn collect_slice_deletions(
             .push((cluster, slices));
     }
     for (namespace, clusters) in by_namespace {
-        for chunk in clusters.chunks(CLUSTERS_PER_COLLECTION) {
-            writes.delete_slice_collections.push(SliceCollection {
-                namespace: namespace.to_owned(),
-                source_clusters: chunk.iter().map(|(c, _)| (*c).to_owned()).collect(),
-                slices: chunk.iter().flat_map(|(_, s)| s.iter().cloned()).collect(),
+        let mut current: Option<SliceCollection> = None;
+        for (cluster, slices) in clusters {
+            let full = current.as_ref().is_some_and(|c| {
+                c.source_clusters.len() >= CLUSTERS_PER_COLLECTION
+                    || c.slices.len() + slices.len() > SLICES_PER_COLLECTION
             });
+            if full {
+                writes.delete_slice_collections.extend(current.take());
+            }
+            let collection = current.get_or_insert_with(|| SliceCollection {
+                namespace: namespace.to_owned(),
+                source_clusters: Vec::new(),
+                slices: Vec::new(),
+            });
+            collection.source_clusters.push(cluster.to_owned());
+            collection.slices.extend(slices);
         }
+        writes.delete_slice_collections.extend(current);
     }
     writes.delete_slices = named;
 }

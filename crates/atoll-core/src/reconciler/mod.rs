@@ -82,7 +82,10 @@ pub struct Tick {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct News {
     pub withdrawn: Vec<String>,
+    /// Withdrawn clusters that beat again.
     pub restored: Vec<String>,
+    /// Withdrawn clusters that left the hub (no Lease, no objects): forgotten, not restored.
+    pub forgotten: Vec<String>,
     /// Whether this importer became blind (`Some(true)`) or sees again (`Some(false)`).
     pub blind: Option<bool>,
     /// Clusters whose claim has just been reported unmatched.
@@ -522,9 +525,16 @@ impl Reconciler {
         let last = &self.last_liveness;
         let keys = |l: &Liveness| -> BTreeSet<String> { l.withdrawn.keys().cloned().collect() };
         let (before, after) = (keys(last), keys(now));
+        // A cluster still judged left `withdrawn` because it beat; one no longer judged left the
+        // hub altogether.
+        let (restored, forgotten) = before
+            .difference(&after)
+            .cloned()
+            .partition(|c| now.last_seen_seconds.contains_key(c));
         let news = News {
             withdrawn: after.difference(&before).cloned().collect(),
-            restored: before.difference(&after).cloned().collect(),
+            restored,
+            forgotten,
             blind: (last.blind != now.blind).then_some(now.blind),
             unmatched: now
                 .unmatched

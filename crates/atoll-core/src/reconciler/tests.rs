@@ -564,3 +564,37 @@ fn a_member_whose_export_watch_has_not_listed_claims_what_the_hub_holds_and_plan
         "listed: the export is gone"
     );
 }
+
+#[test]
+fn a_withdrawn_cluster_that_leaves_the_hub_is_forgotten_not_restored() {
+    // c2 is withdrawn, then its hub namespace goes (Lease and records): the step reports it
+    // forgotten. Before, it was logged and counted as "restoring: its heartbeat moves again".
+    let start = Instant::now();
+    let leases = |seconds: u64, c2: bool| {
+        let mut leases = vec![beat_lease("c1", seconds + 1)];
+        if c2 {
+            leases.push(beat_lease("c2", seconds.min(1) + 1));
+        }
+        leases
+    };
+    let with_c2 = || observed(vec![record("c2", "s0")]);
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
+    r.step(&tick(start, 0, false), with_c2(), &leases(0, true));
+    r.step(&tick(start, 1, false), with_c2(), &leases(1, true));
+    let later = GRACE.as_secs() + 8;
+    let step = r.step(&tick(start, later, false), with_c2(), &leases(later, true));
+    assert_eq!(step.news.withdrawn, ["c2"]);
+    // The step that sees it gone still judges it once; the next no longer does.
+    let (mut restored, mut forgotten) = (Vec::new(), Vec::new());
+    for s in 1..=2 {
+        let step = r.step(
+            &tick(start, later + s, false),
+            observed(Vec::new()),
+            &leases(later + s, false),
+        );
+        restored.extend(step.news.restored);
+        forgotten.extend(step.news.forgotten);
+    }
+    assert_eq!(restored, Vec::<String>::new());
+    assert_eq!(forgotten, ["c2"]);
+}

@@ -177,6 +177,19 @@ fn clusters_withdrawn_together_go_in_one_request_per_namespace() {
         }]
     );
     assert_eq!(writes.delete_slices, []);
+    // Past the slices' bound, more than one: 3 clusters of 400 slices make 2 and 1.
+    let big: Vec<Vec<EndpointSlice>> = ["b1", "b2", "b3"]
+        .iter()
+        .map(|c| slices("a", c, "", 400))
+        .collect();
+    let mut writes = deleting(&big.concat());
+    collect_slice_deletions(&mut writes, &held(&big.concat()), |_| true);
+    let sizes: Vec<(usize, usize)> = writes
+        .delete_slice_collections
+        .iter()
+        .map(|c| (c.source_clusters.len(), c.slices.len()))
+        .collect();
+    assert_eq!(sizes, [(2, 800), (1, 400)]);
     // Past the selector's bound, more than one.
     let many: Vec<Vec<EndpointSlice>> = (0..=CLUSTERS_PER_COLLECTION)
         .map(|i| slices("a", &format!("m{i:03}"), "", COLLECT_AT_LEAST))
@@ -245,6 +258,7 @@ proptest! {
             prop_assert!(c.slices.len() >= COLLECT_AT_LEAST);
             prop_assert!(c.source_clusters.iter().all(|source| is_withdrawn(source)));
             prop_assert!(c.source_clusters.len() <= CLUSTERS_PER_COLLECTION);
+            prop_assert!(c.source_clusters.len() == 1 || c.slices.len() <= SLICES_PER_COLLECTION);
             prop_assert!(!writes.apply_slices.iter().any(|w| !matched(c, std::slice::from_ref(w)).is_empty()));
             gone.extend(hit.into_iter().map(|s| ObjectKey::of(&s.metadata)));
         }
