@@ -251,6 +251,8 @@ impl Stores {
             ),
             unlisted: self.unlisted(),
             beats_seen: self.beats.seen(),
+            // The reconciler's to fill in from its report.
+            selections: Default::default(),
         }
     }
 

@@ -178,7 +178,7 @@ async fn wait_marks(
     let wanted = want(rows);
     atoll_testing::wait_for(
         &format!("MCS slices of {ns}/hello in {}: {wanted:?}", member.context),
-        Duration::from_secs(40),
+        Duration::from_secs(60),
         || async {
             let got = atoll_testing::mcs::selection_marks(member, ns, "hello").await?;
             Ok(if got == wanted { Ok(()) } else { Err(got) })
@@ -202,6 +202,7 @@ async fn importers_use_their_own_region_while_it_serves_and_fail_over_when_it_do
         }
     });
     let (c1, c2, c3) = (&set.members[0], &set.members[1], &set.members[2]);
+    let deployed = std::time::Instant::now();
     for (member, region) in [(c1, "a"), (c2, "a"), (c3, "b")] {
         set_region(member, region).await?;
         deploy_with_selectors(member, &ns.name, "hello", false, REGIONAL).await?;
@@ -240,6 +241,10 @@ async fn importers_use_their_own_region_while_it_serves_and_fail_over_when_it_do
         "atoll explain:\n{stdout}"
     );
 
+    // A selection is held only once the service is older than the hold here (its first
+    // selection may predate the clusters' properties).
+    let hold = Duration::from_secs(atoll_core::selection::MIN_HOLD_SECONDS as u64 + 2);
+    tokio::time::sleep(hold.saturating_sub(deployed.elapsed())).await;
     // Region a has no endpoints left (its clusters' slices go): c1 fails over to every
     // cluster, and c3 serves.
     let failing = std::time::Instant::now();
@@ -251,9 +256,36 @@ async fn importers_use_their_own_region_while_it_serves_and_fail_over_when_it_do
         "region a scaled to zero: c1 uses c3 {:.1} s later",
         failing.elapsed().as_secs_f64()
     );
-    // Back: traffic returns to region a.
-    for member in [c1, c2] {
-        fixtures::deployment(&member.client, &ns.name, "hello", 1).await?;
+    // Back, but flapping: region a serves again at once after failing over. The selection
+    // in place is held (`selection::MIN_HOLD_SECONDS`): c1 keeps c3's slice (same uid) while
+    // region a comes and goes, then returns to region a once the hold is over.
+    let c3_slice_in_c1 = || async {
+        let slices = atoll_testing::mcs::mcs_slices(c1, &ns.name, "hello").await?;
+        anyhow::Ok(
+            slices
+                .into_iter()
+                .find(|s| {
+                    let l = s.metadata.labels.clone().unwrap_or_default();
+                    l.get(atoll_api::labels::SOURCE_CLUSTER).map(String::as_str) == Some("c3")
+                        && l.get(atoll_core::selection::ACTIVE_LABEL)
+                            .map(String::as_str)
+                            == Some("true")
+                })
+                .and_then(|s| s.metadata.uid),
+        )
+    };
+    let held = c3_slice_in_c1().await?;
+    assert!(held.is_some(), "c1 uses c3 after the failover");
+    for replicas in [1, 0, 1] {
+        for member in [c1, c2] {
+            fixtures::deployment(&member.client, &ns.name, "hello", replicas).await?;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            c3_slice_in_c1().await?,
+            held,
+            "a flap of region a replaced c3's slice in c1 within the hold"
+        );
     }
     wait_marks(
         c1,
@@ -261,6 +293,12 @@ async fn importers_use_their_own_region_while_it_serves_and_fail_over_when_it_do
         &[("c1", "true", 1), ("c2", "true", 1), ("c3", "false", 1)],
     )
     .await?;
+    let back = failing.elapsed().as_secs_f64();
+    eprintln!("region a back: c1 uses it again {back:.1} s after the failover began");
+    assert!(
+        back >= atoll_core::selection::MIN_HOLD_SECONDS as f64 - 2.0,
+        "failback after {back:.1} s, sooner than the hold"
+    );
     // c3 changes region: c1 and c2 are no longer its neighbours.
     set_region(c3, "a").await?;
     wait_marks(

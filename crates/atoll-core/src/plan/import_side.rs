@@ -75,6 +75,8 @@ struct Here<'a> {
     policy: AddressPolicy,
     /// Cluster properties, for KEP-5939 cluster selectors.
     properties: Properties,
+    /// The selections this importer's last passes applied (see `crate::selection::hold`).
+    selections: &'a BTreeMap<ServiceKey, crate::selection::Selection>,
 }
 
 /// What the plan wants to exist in this member; everything else Atoll owns goes.
@@ -163,6 +165,7 @@ pub(super) fn plan(
         own,
         policy: address_policy(observed),
         properties: Properties::of(observed, own),
+        selections: &observed.selections,
     };
 
     let mut writes = MemberWrites::default();
@@ -397,10 +400,21 @@ fn import_service(
         ));
         per_cluster.push((cluster.clone(), slices));
     }
-    if let Some(selection) = selected::mark(m, &here.properties, &mut per_cluster) {
-        report
-            .selections
-            .insert(ServiceKey::new(&m.namespace, &m.name), selection);
+    let key = ServiceKey::new(&m.namespace, &m.name);
+    let imported_since = here
+        .imports
+        .get(&ObjectKey::new(&m.namespace, &m.name))
+        .and_then(|i| i.metadata.creation_timestamp.as_ref())
+        .map(|t| t.0.as_second());
+    if let Some(selection) = selected::mark(
+        m,
+        &here.properties,
+        &mut per_cluster,
+        here.selections.get(&key),
+        imported_since,
+        here.now.0.as_second(),
+    ) {
+        report.selections.insert(key, selection);
     }
     for (_, slices) in per_cluster {
         for slice in slices {

@@ -66,6 +66,10 @@ pub struct Observed {
     /// When this importer's watch saw each cluster's current beat (see
     /// [`crate::liveness::BeatsSeen`]); empty: as seen at the step.
     pub beats_seen: crate::liveness::BeatsSeen,
+    /// The cluster selections this importer's last passes applied, by service (set by the
+    /// reconciler from its report; a selection holds against changes without need, see
+    /// `crate::selection::hold`).
+    pub selections: Arc<BTreeMap<ServiceKey, crate::selection::Selection>>,
 }
 
 /// What the import side merges.

@@ -140,6 +140,7 @@ impl Observed {
             unlisted: self.unlisted.clone(),
             // Read by the liveness tracker on the whole view, before any restriction.
             beats_seen: Default::default(),
+            selections: self.selections.clone(),
         }
     }
 

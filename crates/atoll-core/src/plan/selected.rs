@@ -14,7 +14,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use super::input::Observed;
 use crate::merge::MergedService;
 use crate::selection::{
-    ACTIVE_LABEL, Candidate, Selection, profile_properties, select, serving, validate,
+    ACTIVE_LABEL, Candidate, Selection, hold, profile_properties, select, serving, validate,
 };
 
 /// Property values by name: the importer's own, and every member's as its ClusterProfile on
@@ -58,6 +58,9 @@ pub fn mark(
     merged: &MergedService,
     properties: &Properties,
     per_cluster: &mut [(String, Vec<EndpointSlice>)],
+    applied: Option<&Selection>,
+    imported_since: Option<i64>,
+    now: i64,
 ) -> Option<Selection> {
     if merged.cluster_selectors.is_empty() || validate(&merged.cluster_selectors).is_err() {
         return None;
@@ -71,7 +74,8 @@ pub fn mark(
             serving: slices.iter().flat_map(|s| &s.endpoints).any(serving),
         })
         .collect();
-    let selection = select(&merged.cluster_selectors, &properties.importer, &candidates);
+    let wanted = select(&merged.cluster_selectors, &properties.importer, &candidates);
+    let selection = hold(wanted, applied, &candidates, imported_since, now);
     for (cluster, slices) in per_cluster.iter_mut() {
         let active = selection.active.contains(cluster);
         for slice in slices.iter_mut() {

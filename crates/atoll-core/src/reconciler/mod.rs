@@ -138,6 +138,9 @@ pub struct Reconciler {
     config: Config,
     queue: DirtyQueue,
     retries: Retries,
+    /// Services whose cluster selection is held (`crate::selection::hold`): planned again when
+    /// the hold ends.
+    revisits: BTreeMap<ServiceKey, Instant>,
     books: Books,
     tracker: Tracker,
     claims: ClaimBook,
@@ -200,6 +203,7 @@ impl Reconciler {
             config,
             queue,
             retries: Retries::default(),
+            revisits: BTreeMap::new(),
             books: Books::default(),
             tracker,
             claims: ClaimBook::default(),
@@ -284,7 +288,12 @@ impl Reconciler {
         let safety = self
             .last_full
             .map(|at| (at + self.config.safety_net).saturating_duration_since(now));
-        let mut wake = [self.next_check, self.retries.next(now), safety]
+        let revisit = self
+            .revisits
+            .values()
+            .min()
+            .map(|at| at.saturating_duration_since(now));
+        let mut wake = [self.next_check, self.retries.next(now), safety, revisit]
             .into_iter()
             .flatten()
             .min();
@@ -305,6 +314,14 @@ impl Reconciler {
         let (due, everything_due) = self.retries.take_due(now);
         for key in due {
             self.queue.mark(key);
+        }
+        let revisits = std::mem::take(&mut self.revisits);
+        for (key, at) in revisits {
+            if at <= now {
+                self.queue.mark(key);
+            } else {
+                self.revisits.insert(key, at);
+            }
         }
         // A replica that becomes the leader plans and writes everything at once: what it
         // planned while standing by was never written.
@@ -355,6 +372,7 @@ impl Reconciler {
             copies: capped.copies,
         });
         observed.liveness = view.liveness;
+        observed.selections = Arc::new(self.books.report.selections.clone());
         let news = self.news(&observed.liveness);
         // A newly withdrawn cluster's slices leave every service that holds them, including
         // services the hub no longer names for it (its records wiped or restored away). Only
@@ -420,6 +438,15 @@ impl Reconciler {
             .as_ref()
             .map_or_else(|| observed.service_keys().len(), BTreeSet::len);
         let mut planned = plan(&self.config.member, input, &self.books.feedback, &tick.wall);
+        let wall = tick.wall.0.as_second();
+        for (key, selection) in &planned.report.selections {
+            if let Some(until) = selection.held_until {
+                // A second past the hold's end: the plan then sees it over.
+                let wait = u64::try_from(until.saturating_sub(wall)).unwrap_or(0) + 1;
+                self.revisits
+                    .insert(key.clone(), now + Duration::from_secs(wait));
+            }
+        }
         // From every slice held, not the scope's: a collection must match only what is deleted.
         let withdrawn = &observed.liveness.withdrawn;
         collect_slice_deletions(&mut planned.member, &observed.mcs_slices, |c| {

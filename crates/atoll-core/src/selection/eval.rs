@@ -62,6 +62,11 @@ pub struct Selection {
     pub decided_by: Option<usize>,
     /// The active clusters.
     pub active: BTreeSet<String>,
+    /// When this importer first used these active clusters for the service (seconds since the
+    /// epoch; `None` before it applied them, see `super::hold`).
+    pub since: Option<i64>,
+    /// While the selection is held against a change that is not needed: until when.
+    pub held_until: Option<i64>,
 }
 
 /// Evaluates `selectors` in order for the importer whose properties are `importer`: the first
@@ -82,12 +87,16 @@ pub fn select(
             return Selection {
                 decided_by: Some(index),
                 active: chosen.iter().map(|c| c.id.to_owned()).collect(),
+                since: None,
+                held_until: None,
             };
         }
     }
     Selection {
         decided_by: None,
         active: candidates.iter().map(|c| c.id.to_owned()).collect(),
+        since: None,
+        held_until: None,
     }
 }
 

@@ -11,11 +11,13 @@
 //!   cluster is active. [`SAME_AS_IMPORTER`] stands for the importer's own property value.
 
 mod eval;
+mod hold;
 mod selector;
 #[cfg(test)]
 mod tests;
 
 pub use eval::{Candidate, Selection, profile_properties, select, serving};
+pub use hold::{MIN_HOLD_SECONDS, hold};
 pub use selector::{
     ACTIVE_LABEL, ClusterSelector, MAX_SELECTORS, SAME_AS_IMPORTER, SELECTORS_ANNOTATION,
     SelectorError, of_export, parse, validate,
