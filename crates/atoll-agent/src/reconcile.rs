@@ -184,8 +184,16 @@ pub async fn run_loop(
             .await;
         m.pass_services.observe(step.services as f64);
         if step.lead {
-            let outcome =
-                writer::execute(&config.hub, &config.member, &step, &targets, &context).await;
+            let execute = writer::execute(&config.hub, &config.member, &step, &targets, &context);
+            let outcome = renewing_meanwhile(
+                execute,
+                &mut reconciler,
+                &config.hub,
+                &step.keeping,
+                &targets,
+                &context,
+            )
+            .await;
             let errors = outcome.errors;
             reconciler.outcome(outcome, Instant::now());
             let took = started.elapsed();
@@ -222,6 +230,47 @@ pub async fn run_loop(
         telemetry.readiness.done(FIRST_PASS);
     }
 }
+
+/// Awaits `execute` (a leading step's writes) and renews the heartbeat meanwhile whenever one
+/// is due: a pass writing thousands of objects must not stop this member's beat.
+async fn renewing_meanwhile(
+    execute: impl std::future::Future<Output = atoll_core::reconciler::Outcome>,
+    reconciler: &mut Reconciler,
+    hub: &kube::Client,
+    keeping: &atoll_core::reconciler::Keeping,
+    targets: &writer::Targets,
+    context: &writer::Context,
+) -> atoll_core::reconciler::Outcome {
+    let mut execute = std::pin::pin!(execute);
+    let check = (targets.interval / 4).max(INTERIM_CHECK);
+    loop {
+        tokio::select! {
+            outcome = &mut execute => return outcome,
+            () = tokio::time::sleep(check) => {}
+        }
+        if let Some(renewal) = reconciler.interim_renewal(Instant::now()) {
+            // The pass's writes go on while the renewal is written.
+            let mut finished = None;
+            let ok = {
+                let mut renew =
+                    std::pin::pin!(writer::renew(hub, &renewal, keeping, targets, context));
+                loop {
+                    tokio::select! {
+                        ok = &mut renew => break ok,
+                        outcome = &mut execute, if finished.is_none() => finished = Some(outcome),
+                    }
+                }
+            };
+            reconciler.interim_answered(renewal, ok, Instant::now());
+            if let Some(outcome) = finished {
+                return outcome;
+            }
+        }
+    }
+}
+
+/// How often a long pass looks whether a renewal is due, at least.
+const INTERIM_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Logs what reading the kept decisions gave, and marks it done for readiness.
 fn took_kept(read: &KeptRead, config: &AgentConfig, telemetry: &Telemetry) {

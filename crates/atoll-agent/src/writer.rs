@@ -514,7 +514,7 @@ async fn hub_writes(hub: &Client, plan: &Plan, context: &Context) -> HubResult {
 }
 
 /// Renews this member's heartbeat Lease; whether the hub took it.
-async fn renew(
+pub(crate) async fn renew(
     hub: &Client,
     renewal: &atoll_core::reconciler::Renewal,
     keeping: &atoll_core::reconciler::Keeping,

@@ -747,7 +747,15 @@ struct Survivors {
     imports: HashMap<String, String>,
 }
 
+/// Imports count as survivors when a surviving cluster exports their service (those only the
+/// region exported rightly go with it).
 fn survivors_of(member: &Member, region: &BTreeSet<String>) -> Survivors {
+    let kept: BTreeSet<&str> = member
+        .slices
+        .keys()
+        .filter(|(_, cluster)| !region.contains(cluster))
+        .map(|(service, _)| service.as_str())
+        .collect();
     Survivors {
         slices: member
             .slice_uids
@@ -755,7 +763,12 @@ fn survivors_of(member: &Member, region: &BTreeSet<String>) -> Survivors {
             .filter(|(_, (_, cluster))| !region.contains(cluster))
             .map(|(name, (uid, _))| (name.clone(), uid.clone()))
             .collect(),
-        imports: member.import_uids.clone(),
+        imports: member
+            .import_uids
+            .iter()
+            .filter(|(name, _)| kept.contains(name.as_str()))
+            .map(|(name, uid)| (name.clone(), uid.clone()))
+            .collect(),
     }
 }
 

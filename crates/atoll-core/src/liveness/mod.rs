@@ -406,6 +406,14 @@ impl Tracker {
             step: self.settings.judge_every,
         };
         let judged_at = grid.floor(now);
+        // Going stale changes no endpoint, only every import's condition text: on a grid as
+        // coarse as this importer's interval, so a region going stale is one rewrite of those
+        // statuses, not one per grid step its beats spread over.
+        let stale_grid = Grid {
+            step: grid.step.max(self.settings.interval),
+            ..grid
+        };
+        let stale_judged_at = stale_grid.floor(now);
         let empty = Published::default();
         for (cluster, source) in &mut self.sources {
             let own = cluster == &self.own;
@@ -445,6 +453,7 @@ impl Tracker {
             // Verdicts as of the last instant of the grid: clusters whose deadlines fall in one
             // step of it change state in the same pass.
             let judged_age = source.age(judged_at);
+            let stale_judged_age = source.age(stale_judged_at);
             view.liveness
                 .last_seen_seconds
                 .insert(cluster.clone(), age.as_secs_f64());
@@ -462,7 +471,7 @@ impl Tracker {
                 source.verdict
             } else if judged_age > grace {
                 State::Withdrawn
-            } else if judged_age > stale_after {
+            } else if stale_judged_age > stale_after {
                 State::Stale
             } else {
                 State::Live
@@ -500,7 +509,7 @@ impl Tracker {
                     .stale
                     .insert(cluster.clone(), source.last_change_wall.clone());
             } else {
-                soonest(grid.until_judged(now, stale_after.saturating_sub(age)));
+                soonest(stale_grid.until_judged(now, stale_after.saturating_sub(age)));
             }
             soonest(grid.until_judged(now, grace.saturating_sub(age)));
             if source.pinned {

@@ -472,6 +472,7 @@ fn clusters_whose_deadlines_fall_in_one_step_of_the_grid_are_withdrawn_in_one_up
         .map(|(i, (c, ms))| ((*c).to_owned(), (beat(i + 1), at(*ms))))
         .collect();
     let mut withdrawn_at: BTreeMap<String, u64> = BTreeMap::new();
+    let mut stale_at: BTreeMap<String, u64> = BTreeMap::new();
     let mut ms = 11_000;
     while ms < 75_000 {
         let mut leases = hub.renew(&["c1"]);
@@ -486,6 +487,9 @@ fn clusters_whose_deadlines_fall_in_one_step_of_the_grid_are_withdrawn_in_one_up
         );
         for cluster in view.liveness.withdrawn.keys() {
             withdrawn_at.entry(cluster.clone()).or_insert(ms);
+        }
+        for cluster in view.liveness.stale.keys() {
+            stale_at.entry(cluster.clone()).or_insert(ms);
         }
         if withdrawn_at.is_empty() && ms > 60_000 {
             // The next look is due on the grid (plus the 50 ms margin), or a quarter second on
@@ -511,5 +515,14 @@ fn clusters_whose_deadlines_fall_in_one_step_of_the_grid_are_withdrawn_in_one_up
         moments.len(),
         1,
         "withdrawn in one update: {withdrawn_at:?}"
+    );
+    // Stale (a condition's text only) on the interval's grid (10 s): in one update too, after
+    // their staleness (40 s) and at most an interval later. Mutation: the 1 s grid for it
+    // makes it one update per second of their deaths' spread.
+    let moments: BTreeSet<u64> = stale_at.values().copied().collect();
+    assert_eq!(moments.len(), 1, "stale in one update: {stale_at:?}");
+    assert!(
+        moments.iter().all(|m| (50_900..=60_200).contains(m)),
+        "{stale_at:?}"
     );
 }

@@ -52,6 +52,8 @@ pub struct HeartbeatBook {
     written: Option<(Renewal, Instant)>,
     /// A renewal handed to the writer and not yet answered.
     pending: Option<Renewal>,
+    /// When the pending renewal was handed over.
+    pending_since: Option<Instant>,
     /// The block in use (kept in the member when that write succeeds; used at once either way).
     block: Option<Block>,
     /// Renewals refused or unanswered in a row, and when the last one was: the next is tried
@@ -148,10 +150,40 @@ impl HeartbeatBook {
         };
         let renewal = Renewal { claim, beat };
         self.pending = Some(renewal.clone());
+        self.pending_since = Some(now);
         Some(renewal)
     }
 
     /// The writer's answer to the pending renewal.
+    /// A renewal while a pass's writes still run, when the last one written is an interval
+    /// old: the claim of the step's renewal (pending) or of the last written, the next beat. A
+    /// pass writing thousands of objects takes longer than an interval; without these its
+    /// member's beat stopped meanwhile, others saw it stale, and it judged itself blind.
+    pub fn interim(&mut self, interval: Duration, now: Instant) -> Option<Renewal> {
+        let (last, written_at) = self.written.as_ref()?;
+        // The step's own renewal is written early in its pass: it counts from when it was due.
+        let at = self
+            .pending
+            .as_ref()
+            .and(self.pending_since)
+            .map_or(*written_at, |due| due.max(*written_at));
+        if now.saturating_duration_since(at) < interval {
+            return None;
+        }
+        let claim = self.pending.as_ref().unwrap_or(last).claim.clone();
+        let block = self.block.as_mut().filter(|b| b.next <= b.last)?;
+        let beat = block.next;
+        block.next = block.next.saturating_add(1);
+        Some(Renewal { claim, beat })
+    }
+
+    /// What writing an [`interim`](Self::interim) renewal gave.
+    pub fn interim_answered(&mut self, renewal: Renewal, ok: bool, now: Instant) {
+        if ok {
+            self.written = Some((renewal, now));
+        }
+    }
+
     pub fn answered(&mut self, ok: bool, now: Instant) {
         let Some(renewal) = self.pending.take() else {
             return;
@@ -301,6 +333,47 @@ mod tests {
         book.answered(true, start + INTERVAL);
         let changed = book.due("d2", INTERVAL, start + INTERVAL).unwrap();
         assert_eq!((changed.claim.epoch, changed.beat), (BLOCK + 2, BLOCK + 2));
+    }
+
+    #[test]
+    fn a_long_pass_renews_every_interval_with_the_steps_claim() {
+        // A step's renewal (claim d2) is pending while its pass writes for 7 s; the last
+        // written renewal (d1) is from the step before. Mutation: no interim renewals leaves
+        // the beat still for the whole pass (importers saw this member stale, it saw itself
+        // blind).
+        let start = Instant::now();
+        let (mut book, _) = started(0, &Heartbeat::missing(), 1_000);
+        book.due("d1", INTERVAL, start).unwrap();
+        book.answered(true, start);
+        let step = book.due("d2", INTERVAL, start + INTERVAL).unwrap();
+        let mut beats = vec![step.beat];
+        let mut t = start + INTERVAL;
+        let end = t + Duration::from_secs(7);
+        while t < end {
+            t += Duration::from_millis(250);
+            if let Some(r) = book.interim(INTERVAL, t) {
+                assert_eq!(r.claim, step.claim, "the step's claim, not the one before");
+                beats.push(r.beat);
+                book.interim_answered(r, true, t);
+            }
+        }
+        assert_eq!(
+            beats.len(),
+            4,
+            "renewed at 2, 4, 6 s into the pass: {beats:?}"
+        );
+        assert!(
+            beats.windows(2).all(|w| w[0] < w[1]),
+            "beats grow: {beats:?}"
+        );
+        // Not within an interval of the last renewal written.
+        assert!(book.interim(INTERVAL, t).is_none());
+        // The step's own answer comes last and keeps the next regular renewal an interval on.
+        book.answered(true, t);
+        assert!(
+            book.due("d2", INTERVAL, t + Duration::from_secs(1))
+                .is_none()
+        );
     }
 
     #[test]

@@ -514,6 +514,20 @@ impl Reconciler {
         step
     }
 
+    /// A heartbeat renewal due while the last leading step's writes still run (see
+    /// `HeartbeatBook::interim`); `None` when not leading or not due.
+    pub fn interim_renewal(&mut self, now: Instant) -> Option<Renewal> {
+        if !self.led {
+            return None;
+        }
+        self.heartbeat.interim(self.config.liveness.interval, now)
+    }
+
+    /// What writing an interim renewal gave.
+    pub fn interim_answered(&mut self, renewal: Renewal, ok: bool, now: Instant) {
+        self.heartbeat.interim_answered(renewal, ok, now);
+    }
+
     /// What carrying out the last leading step did.
     pub fn outcome(&mut self, outcome: Outcome, now: Instant) {
         let Some(scope) = self.awaiting.take() else {
