@@ -27,13 +27,12 @@ use crate::ClusterId;
 /// cheap, and a named delete says exactly which object went.
 pub const COLLECT_AT_LEAST: usize = 8;
 
-/// Source clusters one collection selects at most (the selector travels in the request's URL).
-pub const CLUSTERS_PER_COLLECTION: usize = 64;
-
-/// Slices one collection deletes at most, unless one cluster alone has more: the apiserver
-/// deletes a collection's objects one after another, and a request must end within the
-/// writer's timeout (at a thousand deletions a second on a busy apiserver, about a second).
-pub const SLICES_PER_COLLECTION: usize = 1000;
+/// Slices one collection deletes at most: the apiserver deletes a collection's objects one after
+/// another, and a request must end within what is left of the leadership (about 3 s with the
+/// default election timings). At 1,000 per collection, four at once, they timed out on a busy
+/// apiserver (2.9 s) and were sent again. A cluster with more slices in one namespace is
+/// deleted by name (16 small requests at a time never time out).
+pub const SLICES_PER_COLLECTION: usize = 250;
 
 /// `(namespace, source cluster)`.
 type Group<'a> = (&'a str, &'a str);
@@ -83,6 +82,7 @@ pub fn collect_slice_deletions(
         .filter(|(group, (held, deleted))| {
             held == deleted
                 && *deleted >= COLLECT_AT_LEAST
+                && *deleted <= SLICES_PER_COLLECTION
                 && withdrawn(group.1)
                 && !written.contains(group)
                 // It goes into the selector as it is; a slice's label is only as good as
@@ -115,10 +115,11 @@ pub fn collect_slice_deletions(
     for (namespace, clusters) in by_namespace {
         let mut current: Option<SliceCollection> = None;
         for (cluster, slices) in clusters {
-            let full = current.as_ref().is_some_and(|c| {
-                c.source_clusters.len() >= CLUSTERS_PER_COLLECTION
-                    || c.slices.len() + slices.len() > SLICES_PER_COLLECTION
-            });
+            // Every cluster collected has at least `COLLECT_AT_LEAST` slices here, so a
+            // collection selects at most 31 clusters (its selector travels in the URL).
+            let full = current
+                .as_ref()
+                .is_some_and(|c| c.slices.len() + slices.len() > SLICES_PER_COLLECTION);
             if full {
                 writes.delete_slice_collections.extend(current.take());
             }

@@ -177,10 +177,12 @@ fn clusters_withdrawn_together_go_in_one_request_per_namespace() {
         }]
     );
     assert_eq!(writes.delete_slices, []);
-    // Past the slices' bound, more than one: 3 clusters of 400 slices make 2 and 1.
+    // Past the slices' bound, more than one: 3 clusters of 100 slices make 2 and 1; a
+    // cluster with more than the bound alone is deleted by name.
     let big: Vec<Vec<EndpointSlice>> = ["b1", "b2", "b3"]
         .iter()
-        .map(|c| slices("a", c, "", 400))
+        .map(|c| slices("a", c, "", 100))
+        .chain([slices("a", "huge", "", SLICES_PER_COLLECTION + 1)])
         .collect();
     let mut writes = deleting(&big.concat());
     collect_slice_deletions(&mut writes, &held(&big.concat()), |_| true);
@@ -189,9 +191,10 @@ fn clusters_withdrawn_together_go_in_one_request_per_namespace() {
         .iter()
         .map(|c| (c.source_clusters.len(), c.slices.len()))
         .collect();
-    assert_eq!(sizes, [(2, 800), (1, 400)]);
-    // Past the selector's bound, more than one.
-    let many: Vec<Vec<EndpointSlice>> = (0..=CLUSTERS_PER_COLLECTION)
+    assert_eq!(sizes, [(2, 200), (1, 100)]);
+    assert_eq!(writes.delete_slices.len(), SLICES_PER_COLLECTION + 1);
+    // Many small clusters: as many as fit the slices' bound in each.
+    let many: Vec<Vec<EndpointSlice>> = (0..65)
         .map(|i| slices("a", &format!("m{i:03}"), "", COLLECT_AT_LEAST))
         .collect();
     let mut writes = deleting(&many.concat());
@@ -201,7 +204,7 @@ fn clusters_withdrawn_together_go_in_one_request_per_namespace() {
         .iter()
         .map(|c| c.source_clusters.len())
         .collect();
-    assert_eq!(sizes, [CLUSTERS_PER_COLLECTION, 1]);
+    assert_eq!(sizes, [31, 31, 3]);
 }
 
 /// What a label selector of `c` matches among `held`.
@@ -257,8 +260,7 @@ proptest! {
             prop_assert_eq!(hit_keys, named, "the fallback deletes what the selector matches");
             prop_assert!(c.slices.len() >= COLLECT_AT_LEAST);
             prop_assert!(c.source_clusters.iter().all(|source| is_withdrawn(source)));
-            prop_assert!(c.source_clusters.len() <= CLUSTERS_PER_COLLECTION);
-            prop_assert!(c.source_clusters.len() == 1 || c.slices.len() <= SLICES_PER_COLLECTION);
+            prop_assert!(c.slices.len() <= SLICES_PER_COLLECTION);
             prop_assert!(!writes.apply_slices.iter().any(|w| !matched(c, std::slice::from_ref(w)).is_empty()));
             gone.extend(hit.into_iter().map(|s| ObjectKey::of(&s.metadata)));
         }
