@@ -44,10 +44,9 @@ pub const FIELD_MANAGER: &str = "atoll-agent";
 /// Writes in flight at once, per kind of write.
 const IN_FLIGHT: usize = 16;
 /// Collections deleted at once: each deletes up to `atoll_core::plan::SLICES_PER_COLLECTION`
-/// objects, and the apiserver deletes one object at a time per request; 16 of them at once
-/// (3,200 deletions queued) left the member's apiserver no room to answer the leader election's
-/// renewals, and writes timed out with the leadership.
-const COLLECTIONS_IN_FLIGHT: usize = 4;
+/// objects one after another, so the member's apiserver deletes as fast as this many requests
+/// in flight together (see there).
+const COLLECTIONS_IN_FLIGHT: usize = 32;
 
 /// Counts API writes: a total for logs, and by (kind, verb) in the metrics.
 #[derive(Debug, Default)]

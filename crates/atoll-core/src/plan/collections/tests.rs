@@ -177,11 +177,11 @@ fn clusters_withdrawn_together_go_in_one_request_per_namespace() {
         }]
     );
     assert_eq!(writes.delete_slices, []);
-    // Past the slices' bound, more than one: 3 clusters of 100 slices make 2 and 1; a
+    // Past the slices' bound, more than one: 3 clusters of 20 slices make 2 and 1; a
     // cluster with more than the bound alone is deleted by name.
     let big: Vec<Vec<EndpointSlice>> = ["b1", "b2", "b3"]
         .iter()
-        .map(|c| slices("a", c, "", 100))
+        .map(|c| slices("a", c, "", 20))
         .chain([slices("a", "huge", "", SLICES_PER_COLLECTION + 1)])
         .collect();
     let mut writes = deleting(&big.concat());
@@ -191,7 +191,7 @@ fn clusters_withdrawn_together_go_in_one_request_per_namespace() {
         .iter()
         .map(|c| (c.source_clusters.len(), c.slices.len()))
         .collect();
-    assert_eq!(sizes, [(2, 200), (1, 100)]);
+    assert_eq!(sizes, [(2, 40), (1, 20)]);
     assert_eq!(writes.delete_slices.len(), SLICES_PER_COLLECTION + 1);
     // Many small clusters: as many as fit the slices' bound in each.
     let many: Vec<Vec<EndpointSlice>> = (0..65)
@@ -204,7 +204,10 @@ fn clusters_withdrawn_together_go_in_one_request_per_namespace() {
         .iter()
         .map(|c| c.source_clusters.len())
         .collect();
-    assert_eq!(sizes, [31, 31, 3]);
+    assert_eq!(
+        sizes,
+        [6; 10].iter().copied().chain([5]).collect::<Vec<_>>()
+    );
 }
 
 /// What a label selector of `c` matches among `held`.
