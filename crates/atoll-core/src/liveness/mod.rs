@@ -491,12 +491,14 @@ impl Tracker {
                 }
             }
             if verdict != source.verdict {
-                // Going stale, or live again before the grace, changes no endpoint, only the
-                // text of a condition: it waits for the next pass over those services (a
-                // withdrawal rewrites them anyway). Planned at once, a region going stale was
-                // a rewrite of every import's status just before the withdrawal, which then
-                // waited for it (seconds at 200 services), and a late beat cost two.
-                if verdict == State::Withdrawn || source.verdict == State::Withdrawn {
+                // Going stale changes no endpoint, only the text of a condition: it waits for
+                // the next pass over those services (a withdrawal rewrites them anyway).
+                // Planned at once, a region going stale was a rewrite of every import's status
+                // just before the withdrawal, which then waited for it (seconds at 200
+                // services). Live again, the services are planned at once, so no status says
+                // "stale" of a live cluster (a pass that finds nothing stale writes nothing).
+                let back = source.verdict == State::Stale && verdict == State::Live;
+                if verdict == State::Withdrawn || source.verdict == State::Withdrawn || back {
                     services_of(source.held.as_ref(), &mut view.touched);
                 }
                 source.verdict = verdict;

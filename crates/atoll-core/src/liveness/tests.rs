@@ -527,3 +527,30 @@ fn clusters_whose_deadlines_fall_in_one_step_of_the_grid_are_withdrawn_in_one_up
         "{stale_at:?}"
     );
 }
+
+#[test]
+fn a_stale_cluster_beating_again_plans_its_services_and_going_stale_does_not() {
+    // Mutation: planning nothing on the way back leaves "stale: c2" in statuses written while
+    // it was stale, until the next full pass (the benchmark's idle writes).
+    let start = Instant::now();
+    let at = |s: u64| start + Duration::from_secs(s);
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let (_, leases) = confirmed(&mut tracker, &mut hub, at(0), 0);
+    let c2 = leases[1].clone();
+    let mut stale = None;
+    for t in [10, 20, 30, 41, 42, 50] {
+        let mut leases = hub.renew(&["c1"]);
+        leases.push(c2.clone());
+        let view = tracker.update(at(t), &wall(t), &leases, &hub.records, &hub.copies);
+        if view.liveness.stale.contains_key("c2") && stale.is_none() {
+            stale = Some(t);
+            assert!(touched(&view).is_empty(), "going stale: {:?}", view.touched);
+        }
+    }
+    assert!(stale.is_some(), "c2 went stale");
+    let leases = hub.renew(&["c1", "c2"]);
+    let back = tracker.update(at(51), &wall(51), &leases, &hub.records, &hub.copies);
+    assert!(back.liveness.stale.is_empty());
+    assert_eq!(touched(&back), ["b"], "live again: its services planned");
+}
