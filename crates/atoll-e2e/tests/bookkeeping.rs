@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use atoll_api::hub::{self, BEAT_ANNOTATION, CLAIM_ANNOTATION, KEPT_ANNOTATION, LEASE_NAME};
 use atoll_testing::faults::{delete_kept, refuse_kept_writes};
 use atoll_testing::mcs::{
-    HELLO_PORTS, deploy_and_export, deploy_service, explained, import, import_snapshot,
-    settled_snapshot, slice_sources, wait_export_condition, wait_import_clusters, wait_local_ready,
-    wait_sources, wait_sources_everywhere,
+    HELLO_PORTS, LOCAL_READY, deploy_and_export, deploy_service, explained, import,
+    import_snapshot, settled_snapshot, slice_sources, wait_export_condition, wait_import_clusters,
+    wait_local_ready, wait_sources, wait_sources_everywhere,
 };
 use atoll_testing::membership::kubectl;
 use atoll_testing::{ClusterSet, Member, Undo, agent_admin_port, fixtures, http_get, wait_for};
@@ -371,7 +371,7 @@ async fn a_member_joining_during_an_outage_imports_nothing_of_the_dead_cluster()
         fixtures::export(&member.client, &ns.name, "late", &[]).await?;
     }
     for member in [c1, c2] {
-        wait_local_ready(member, &ns.name, "late", 1, Duration::from_secs(60)).await?;
+        wait_local_ready(member, &ns.name, "late", 1, LOCAL_READY).await?;
     }
     explained(
         wait_sources(c1, &ns.name, "late", &["c1", "c2"], Duration::from_secs(30)).await,

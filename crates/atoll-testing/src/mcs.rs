@@ -17,6 +17,12 @@ use crate::wait::wait_for;
 /// How long imports may take to converge (the conformance suite allows 20 s).
 pub const CONVERGE: Duration = Duration::from_secs(20);
 
+/// How long a member of the local ClusterSet may take to make a new Deployment's pods ready
+/// and list them in its own EndpointSlices: after a test restarted that cluster, its
+/// controller-manager waits for its leader election and its controllers back off (a pod made
+/// ready 85 s after its Deployment was created was seen), none of which is Atoll's to time.
+pub const LOCAL_READY: Duration = Duration::from_secs(150);
+
 /// The conformance suite's `hello` ports: tcp/42 and udp/42.
 pub const HELLO_PORTS: &[Port<'static>] = &[("tcp", "TCP", 42, 42), ("udp", "UDP", 42, 42)];
 
@@ -436,6 +442,13 @@ pub async fn two_services(
     ] {
         deploy_service(member, &ns.name, name, 1, HELLO_PORTS, false).await?;
         fixtures::export(&member.client, &ns.name, name, &[]).await?;
+    }
+    for (member, name) in [
+        (&set.members[1], "both"),
+        (&set.members[2], "both"),
+        (&set.members[1], "only"),
+    ] {
+        wait_local_ready(member, &ns.name, name, 1, LOCAL_READY).await?;
     }
     wait_sources_everywhere(
         set,
