@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: alerts-test dashboard-png simulate help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-memory bench-pass bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test lab-install lab-day2 conformance-full
+.PHONY: alerts-test dashboard-png simulate help setup demo test lint tools env-up env-down build conformance conformance-report bench bench-scale bench-memory bench-pass bench-deletes bench-dns fuzz image image-test chart-lint chart-template chart-test chart-dry-run lab-up lab-down lab-check lab-test lab-install lab-day2 conformance-full
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -46,6 +46,10 @@ bench-memory: ## Heap the agent's stores hold per hub object at 10x100 .. 250x20
 bench-pass: ## CPU of one reconcile step (full, heartbeat, endpoint change) of an importer of 10x100 .. 250x200 (no cluster needed; BENCH_SIZES)
 	cargo build --locked --release -p atoll-bench --bin atoll-bench-pass
 	target/release/atoll-bench-pass
+
+bench-deletes: setup ## How fast a member's apiserver deletes MCS slices by each way the writer can ask (named, 16/32/64 in flight; collections), beside what a regional outage needs (runs on the local ClusterSet: make env-up first)
+	cargo build --locked --release -p atoll-bench --bin atoll-bench-deletes
+	ATOLL_KUBECONFIG=$${ATOLL_KUBECONFIG:-$$HOME/.cache/atoll/env/kubeconfig} target/release/atoll-bench-deletes
 
 bench-dns: setup ## atoll dns vs CoreDNS: QPS, p50/p99, RSS at 10/1000/10000 services, plus a differential check
 	hack/bench-dns.sh

@@ -40,6 +40,51 @@ pub struct Summary {
     pub repeats: u64,
     /// The first few failing schedules.
     pub failures: Vec<Failure>,
+    /// What the schedules exercised, summed (see `world::World::exercised`).
+    pub exercised: std::collections::BTreeMap<String, u64>,
+}
+
+/// What every run of the default shape must reach: the writes of a withdrawal (a collection
+/// among them), a withdrawal and a restoration, refused keep writes, and every fault of the
+/// default shape. `make simulate` fails when one was never exercised.
+pub const MUST_EXERCISE: &[&str] = &[
+    "write DeleteSlices",
+    "write DeleteSlice",
+    "write DeleteImport",
+    "write ImportStatus",
+    "write Keep",
+    "refused Keep",
+    "refused Record",
+    "refused Copy",
+    "withdrawal",
+    "restoration",
+    "fault CrashReplica",
+    "fault CrashMember",
+    "fault Partition",
+    "fault FailWrites",
+    "fault WipeHub",
+    "fault Backup",
+    "fault RestoreHub",
+    "fault ClockJump",
+    "fault SlowWrites",
+    "fault Relist",
+    "fault ChangeExports",
+    "fault RefuseCopy",
+    "fault RefuseKept",
+    "fault LoseKept",
+    "fault GarbleKept",
+    "fault UnreadableKept",
+];
+
+impl Summary {
+    /// What [`MUST_EXERCISE`] names and the schedules never reached.
+    pub fn unreached(&self) -> Vec<&'static str> {
+        MUST_EXERCISE
+            .iter()
+            .filter(|what| self.exercised.get(**what).copied().unwrap_or(0) == 0)
+            .copied()
+            .collect()
+    }
 }
 
 /// The seed of schedule `i` of a run seeded `seed`.
@@ -69,6 +114,9 @@ pub fn simulate(schedules: u64, seed: u64, threads: usize, shape: &Shape) -> Sum
                     s.faults += report.faults as u64;
                     s.steps += report.steps;
                     s.repeats += report.repeats;
+                    for (what, times) in report.exercised {
+                        *s.exercised.entry(what).or_default() += times;
+                    }
                     s.violations += report.violations.len() as u64;
                     if !report.violations.is_empty() && s.failures.len() < 5 {
                         s.failures.push(Failure {

@@ -18,6 +18,12 @@ pub use crate::apiserver::NAMESPACE;
 /// The services members may export.
 pub const SERVICES: [&str; 3] = ["web", "api", "db"];
 
+/// Services one member may export together, none changed by faults: enough MCS slices of one
+/// source cluster in one namespace for a withdrawal to delete them with a collection.
+pub const BULK: [&str; 8] = [
+    "bulk-0", "bulk-1", "bulk-2", "bulk-3", "bulk-4", "bulk-5", "bulk-6", "bulk-7",
+];
+
 /// Who exports what: member -> service -> the last octet of its one endpoint (changing it is
 /// an endpoint change).
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -11,6 +11,23 @@ fn short() -> Shape {
     }
 }
 
+/// Schedules in which one member exports enough services for collections: withdrawing it
+/// deletes its MCS slices with one, and every invariant holds.
+#[test]
+fn withdrawals_by_collection_hold_every_invariant() {
+    let shape = Shape {
+        bulk_exports: 1.0,
+        ..short()
+    };
+    let summary = simulate(12, 3, 2, &shape);
+    assert_eq!(summary.violations, 0, "{:#?}", summary.failures);
+    assert!(
+        summary.exercised.get("write DeleteSlices").copied().unwrap_or(0) > 0,
+        "no collection in 12 schedules: {:#?}",
+        summary.exercised
+    );
+}
+
 #[test]
 fn a_schedule_is_reproduced_from_its_seed() {
     let references = schedule::References::default();
@@ -42,7 +59,10 @@ fn schedules_without_faults_and_with_them_hold_every_invariant() {
 /// another member's slow writes kept the importer from stepping for seconds): withdrawing the
 /// member then follows the grace as the importer could see it. The checks held those beats
 /// against it until they counted per importer what it could have seen (found by
-/// `SIM_SEED=1796525419`).
+/// `SIM_SEED=1796525419`). The seeds were found with the simulator's own copy of the writer;
+/// since it runs the agent's executor (renewal right after the hub writes, statuses after the
+/// data plane) the same seeds take a slightly different course (8 faults where there were more
+/// than 10), so they stay as two hard schedules rather than as exact replays.
 #[test]
 fn a_beat_a_restore_erased_before_an_importer_saw_it_is_not_held_against_it() {
     let references = schedule::References::default();
@@ -50,12 +70,17 @@ fn a_beat_a_restore_erased_before_an_importer_saw_it_is_not_held_against_it() {
     let shape = Shape {
         kept_fault_rate: 0.0,
         region_fault_rate: 0.0,
+        bulk_exports: 0.0,
         ..Shape::default()
     };
     for seed in [241_072_957_129_854_771, 14_754_603_616_964_333_840] {
         let report = schedule::run(seed, &shape, &references);
         assert_eq!(report.violations, Vec::new(), "schedule {seed}");
-        assert!(report.faults > 10, "schedule {seed} injected its faults");
+        assert!(
+            report.faults >= 5,
+            "schedule {seed} injected its faults: {}",
+            report.faults
+        );
     }
 }
 

@@ -6,15 +6,17 @@ use std::time::{Duration, Instant};
 
 use atoll_api::keys::ObjectKey;
 use atoll_core::leader::{Observed as LeaseSeen, Step as ElectionStep, Timings};
-use atoll_core::reconciler::{Answer, HubWriteResult, Outcome, Step, Tick};
+use atoll_core::reconciler::{Outcome, Step, Tick};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::apiserver::{Apis, ElectionLease, Member};
-use crate::invariants::{Checks, WriteKind};
+use crate::invariants::Checks;
 use crate::member::MemberState;
 use crate::replica::{Replica, Rhythm, Which};
 use crate::scenario::{self, Scenario};
+
+mod writes;
 
 /// Shortest time left of a leadership in which a write still starts (as the agent's fence).
 const MIN_BUDGET: Duration = Duration::from_millis(100);
@@ -42,6 +44,10 @@ pub struct World {
     pub quanta: u64,
     /// When every watch last received everything.
     pub caught_up: Duration,
+    /// What the schedule exercised, by name (`write DeleteSlices`, `fault Partition`,
+    /// `withdrawal`, ...): `make simulate` prints the totals and fails when a feature it must
+    /// reach never was.
+    pub exercised: BTreeMap<String, u64>,
 }
 
 fn wall_at(elapsed: Duration, skew: Duration, ahead: bool) -> Time {
@@ -75,6 +81,7 @@ impl World {
             full_passes: 0,
             quanta: 0,
             caught_up: Duration::ZERO,
+            exercised: BTreeMap::new(),
         };
         for (name, rhythm) in rhythms {
             world.members.push(MemberState {
@@ -315,6 +322,9 @@ impl World {
         }
         if step.lead {
             self.checks.news(&importer, &step.news, now);
+            self.exercise("withdrawal", step.news.withdrawn.len());
+            self.exercise("restoration", step.news.restored.len());
+            self.exercise("blind spell", usize::from(step.news.blind == Some(true)));
             let before = self.elapsed;
             let outcome = self.execute(m, r, &step);
             // Slow writes moved the one clock of the simulation: every other member was kept
@@ -433,293 +443,23 @@ impl World {
         Ok(())
     }
 
-    /// Carries out `step` of replica `r` of member `m` as the agent's writer does.
+    /// Counts `times` more of `what` exercised.
+    pub fn exercise(&mut self, what: &str, times: usize) {
+        if times > 0 {
+            *self.exercised.entry(what.to_owned()).or_default() += times as u64;
+        }
+    }
+
+    /// Carries out `step` of replica `r` of member `m` with the agent's own executor.
     fn execute(&mut self, m: usize, r: usize, step: &Step) -> Outcome {
-        let name = self.members[m].name.clone();
-        let mut outcome = Outcome::default();
-        let plan = &step.plan;
-        let refused = |code: u16| atoll_core::plan::Refusal {
-            code,
-            message: format!("simulated refusal {code}"),
+        let api = writes::SimApi {
+            world: std::cell::RefCell::new(self),
+            m,
+            r,
         };
-        // As the agent: the kept decisions first (a withdrawal is kept before its deletions).
-        if let Some(kept) = &step.keep {
-            let ok = self.write(m, r, false).is_ok() && !self.members[m].refuse_kept;
-            if std::env::var_os("SIM_TRACE").is_some() {
-                eprintln!(
-                    "{:>6.2} s  {} keeps ok={ok} {}",
-                    self.elapsed.as_secs_f64(),
-                    name,
-                    kept.encode()
-                );
-            }
-            if ok {
-                if let Some(member) = self.apis.members.get_mut(&name) {
-                    member.kept = Some(kept.encode());
-                }
-                self.checks.wrote(&name, WriteKind::Kept, self.now());
-            }
-            outcome.kept = Some(if ok {
-                Ok(())
-            } else {
-                Err("simulated refusal".to_owned())
-            });
-        }
-        // Hub writes.
-        for record in &plan.hub.apply_records {
-            let key = ObjectKey::of(&record.metadata);
-            let result = self.write(m, r, true);
-            outcome.hub.push(hub_result(
-                atoll_core::liveness::record_claim_name(&key.name),
-                true,
-                result,
-            ));
-            match result {
-                Ok(()) => {
-                    let now = self.wall(m);
-                    let hub = &mut self.apis.hub;
-                    hub.records
-                        .put(record.clone(), &mut hub.counters, &now, |_, _| {});
-                    self.checks.wrote(&name, WriteKind::Hub, self.now());
-                }
-                Err(code) => {
-                    outcome.errors += 1;
-                    outcome
-                        .feedback
-                        .publish_failures
-                        .insert(atoll_core::keys::of_record(record), refused(code));
-                }
-            }
-        }
-        for copy in &plan.hub.apply_slices {
-            let key = ObjectKey::of(&copy.metadata);
-            let poisoned = self
-                .scenario
-                .refused
-                .contains(&(name.clone(), copy.spec.service.clone()));
-            // A copy the hub refuses for good is answered 422 (its name too long, say).
-            let refusal = if poisoned { Err(422) } else { Ok(()) };
-            let result = self.write(m, r, true).and(refusal);
-            outcome.hub.push(hub_result(
-                atoll_core::liveness::copy_claim_name(&key.name),
-                true,
-                result,
-            ));
-            match result {
-                Ok(()) => {
-                    let now = self.wall(m);
-                    let hub = &mut self.apis.hub;
-                    hub.copies
-                        .put(copy.clone(), &mut hub.counters, &now, |_, _| {});
-                    self.checks.wrote(&name, WriteKind::Hub, self.now());
-                }
-                Err(code) => {
-                    outcome.errors += 1;
-                    outcome.feedback.copy_failures.insert(
-                        atoll_core::keys::of_copy(copy),
-                        (key.name.clone(), refused(code)),
-                    );
-                }
-            }
-        }
-        for key in &plan.hub.delete_records {
-            let written = self.write(m, r, true);
-            let ok = written.is_ok();
-            if ok {
-                let hub = &mut self.apis.hub;
-                hub.records.delete(key, &mut hub.counters);
-            } else {
-                outcome.errors += 1;
-            }
-            outcome.hub.push(hub_result(
-                atoll_core::liveness::record_claim_name(&key.name),
-                false,
-                written,
-            ));
-        }
-        for key in &plan.hub.delete_slices {
-            let written = self.write(m, r, true);
-            let ok = written.is_ok();
-            if ok {
-                let hub = &mut self.apis.hub;
-                hub.copies.delete(key, &mut hub.counters);
-            } else {
-                outcome.errors += 1;
-            }
-            outcome.hub.push(hub_result(
-                atoll_core::liveness::copy_claim_name(&key.name),
-                false,
-                written,
-            ));
-        }
-        // Member writes: derived Services, imports then statuses, slices, deletions.
-        let w = &plan.member;
-        for service in &w.apply_derived {
-            match self.write(m, r, false) {
-                Ok(()) => {
-                    let now = self.wall(m);
-                    if let Some(member) = self.apis.members.get_mut(&name) {
-                        member.apply_service(service.clone(), &now);
-                    }
-                    self.checks.wrote(&name, WriteKind::Member, self.now());
-                }
-                Err(code) => {
-                    outcome.errors += 1;
-                    let imported = service
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(atoll_api::labels::SERVICE_NAME))
-                        .cloned()
-                        .unwrap_or_default();
-                    outcome.feedback.derived_failures.insert(
-                        atoll_api::keys::ServiceKey::new(scenario::NAMESPACE, &imported),
-                        refused(code),
-                    );
-                }
-            }
-        }
-        for apply in &w.apply_imports {
-            match self.write(m, r, false) {
-                Ok(()) => {
-                    let now = self.wall(m);
-                    if let Some(member) = self.apis.members.get_mut(&name) {
-                        let key = ObjectKey::of(&apply.object.metadata);
-                        let existed = member.imports.get(&key).is_some();
-                        member.apply_import(apply.object.clone(), &now);
-                        if !existed {
-                            self.checks
-                                .created(&name, "ServiceImport", &key.name, self.now());
-                        }
-                    }
-                    self.checks.wrote(&name, WriteKind::Member, self.now());
-                }
-                Err(_) => outcome.errors += 1,
-            }
-        }
-        for status in &w.import_statuses {
-            match self.write(m, r, false) {
-                Ok(()) => {
-                    let now = self.wall(m);
-                    if let Some(member) = self.apis.members.get_mut(&name) {
-                        member.import_status(&status.key, status.status.clone(), &now);
-                    }
-                    self.checks.wrote(&name, WriteKind::Member, self.now());
-                }
-                Err(_) => outcome.errors += 1,
-            }
-        }
-        for slice in &w.apply_slices {
-            match self.write(m, r, false) {
-                Ok(()) => {
-                    let now = self.wall(m);
-                    let source = slice
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(atoll_api::labels::SOURCE_CLUSTER))
-                        .cloned()
-                        .unwrap_or_default();
-                    self.checks.slice_written(&name, &source, self.now());
-                    if let Some(member) = self.apis.members.get_mut(&name) {
-                        member
-                            .slices
-                            .put(slice.clone(), &mut member.counters, &now, |_, _| {});
-                    }
-                    self.checks.wrote(&name, WriteKind::Member, self.now());
-                }
-                Err(_) => outcome.errors += 1,
-            }
-        }
-        let deletions: Vec<(&str, &ObjectKey)> = w
-            .delete_imports
-            .iter()
-            .map(|k| ("ServiceImport", k))
-            .chain(w.delete_derived.iter().map(|k| ("Service", k)))
-            .chain(w.delete_slices.iter().map(|k| ("EndpointSlice", k)))
-            .collect();
-        for (kind, key) in deletions {
-            match self.write(m, r, false) {
-                Ok(()) => {
-                    self.delete_checked(&name, kind, key);
-                    self.checks.wrote(&name, WriteKind::Member, self.now());
-                }
-                Err(_) => outcome.errors += 1,
-            }
-        }
-        // One write each, deleting what its label selector matches, as the apiserver does.
-        for collection in &w.delete_slice_collections {
-            match self.write(m, r, false) {
-                Ok(()) => {
-                    let keys = self
-                        .apis
-                        .members
-                        .get(&name)
-                        .map_or_else(Vec::new, |member| {
-                            member
-                                .slices
-                                .all()
-                                .filter(|s| in_collection(collection, &s.metadata))
-                                .map(|s| ObjectKey::of(&s.metadata))
-                                .collect()
-                        });
-                    for key in &keys {
-                        self.delete_checked(&name, "EndpointSlice", key);
-                    }
-                    self.checks.wrote(&name, WriteKind::Member, self.now());
-                }
-                Err(_) => outcome.errors += 1,
-            }
-        }
-        for status in &plan.export_statuses {
-            match self.write(m, r, false) {
-                Ok(()) => {
-                    let now = self.wall(m);
-                    if let Some(member) = self.apis.members.get_mut(&name) {
-                        member.export_conditions(&status.key, status.conditions.clone(), &now);
-                    }
-                    self.checks.wrote(&name, WriteKind::Member, self.now());
-                }
-                Err(_) => outcome.errors += 1,
-            }
-        }
-        // The heartbeat, after the hub writes it claims.
-        if let Some(renewal) = &step.renewal {
-            let ok = self.write(m, r, true).is_ok();
-            if ok {
-                let wall = self.wall(m);
-                let rhythm = self.members[m].rhythm;
-                let lease = atoll_core::reconciler::heartbeat_lease(
-                    &name,
-                    renewal,
-                    rhythm.interval,
-                    rhythm.grace,
-                    &wall,
-                    "",
-                    "kept",
-                );
-                if let Ok(lease) = serde_json::from_value(lease) {
-                    let hub = &mut self.apis.hub;
-                    hub.leases.put(lease, &mut hub.counters, &wall, |_, _| {});
-                    self.members[m].last_beat = Some(self.now());
-                    self.checks.beat(&name, self.now());
-                    let clock_back =
-                        !self.members[m].skew_ahead && self.members[m].skew > Duration::ZERO;
-                    self.checks
-                        .numbered(&name, renewal.beat, clock_back, self.now());
-                    if tracing() {
-                        eprintln!(
-                            "{:>6.2} s  {name} beats {} epoch {}",
-                            self.elapsed.as_secs_f64(),
-                            renewal.beat,
-                            renewal.claim.epoch
-                        );
-                    }
-                }
-            }
-            outcome.renewal = Some(ok);
-        }
-        outcome
+        // Every simulated call answers at once: the executor's future completes in one poll,
+        // its calls in one deterministic order.
+        futures::executor::block_on(atoll_core::executor::execute(&api, step))
     }
 
     /// Deletes `key` of `kind` from `member`'s apiserver and tells the invariant checks.
@@ -875,15 +615,6 @@ impl World {
             out.insert(name.clone(), lines);
         }
         out
-    }
-}
-
-/// What the writer reports of one of the member's own hub writes.
-fn hub_result(name: String, apply: bool, written: Result<(), u16>) -> HubWriteResult {
-    HubWriteResult {
-        name,
-        apply,
-        answer: written.map_or_else(Answer::of_status, |()| Answer::Done),
     }
 }
 

@@ -1,7 +1,10 @@
 //! `make simulate`: runs fault schedules and prints, last, `simulation: N schedules, M
 //! invariant violations (seed S)`. SIM_SCHEDULES (default 10000), SIM_SEED (default: from the
 //! clock, printed), SIM_SCHEDULE (one schedule's seed, printed with its violations: reruns a
-//! failing schedule alone), SIM_THREADS (default 2). Exits 1 on any violation.
+//! failing schedule alone), SIM_THREADS (default 2). Before the last line it prints what the
+//! schedules exercised (writes by kind, refusals, withdrawals, faults). Exits 1 on any
+//! violation, and on a run of at least 1,000 schedules that never reached something
+//! `atoll_sim::MUST_EXERCISE` names.
 
 use std::time::Instant;
 
@@ -54,9 +57,32 @@ fn main() {
         "{} spells of repeated beat numbers (clock set back, kept decisions lost and hub restored before one start; excused in (i), and in (iv) while it lasts)",
         summary.repeats
     );
+    println!("exercised:");
+    for (what, times) in &summary.exercised {
+        println!("  {times:>9}  {what}");
+    }
+    let unreached = summary.unreached();
+    let coverage_fails = schedules >= 1_000 && !unreached.is_empty();
+    if !unreached.is_empty() {
+        println!(
+            "never exercised{}: {}",
+            if coverage_fails {
+                ""
+            } else {
+                " (fewer than 1,000 schedules: not a failure)"
+            },
+            unreached.join(", ")
+        );
+    }
     println!(
-        "simulation: {} schedules, {} invariant violations (seed {seed})",
-        summary.schedules, summary.violations
+        "simulation: {} schedules, {} invariant violations{} (seed {seed})",
+        summary.schedules,
+        summary.violations,
+        if coverage_fails {
+            format!(", {} features never exercised", unreached.len())
+        } else {
+            String::new()
+        }
     );
-    std::process::exit(i32::from(summary.violations > 0));
+    std::process::exit(i32::from(summary.violations > 0 || coverage_fails));
 }

@@ -1,0 +1,270 @@
+//! The simulated apiservers as the agent's executor sees them: `atoll_core::executor` carries
+//! out a replica's step exactly as in the agent (order, skips, fallbacks, what each answer
+//! teaches), and every call it makes lands here: fenced, maybe failed by a fault, taking the
+//! member's write latency, then applied to the in-memory hub or member and told to the
+//! invariant checks.
+
+use std::cell::RefCell;
+
+use atoll_api::keys::ObjectKey;
+use atoll_core::executor::{Apiserver, Notice, Write};
+use atoll_core::plan::Refusal;
+
+use super::{World, in_collection, tracing};
+use crate::invariants::WriteKind;
+
+/// Replica `r` of member `m` writing through the simulated apiservers.
+pub(super) struct SimApi<'w> {
+    pub(super) world: RefCell<&'w mut World>,
+    pub(super) m: usize,
+    pub(super) r: usize,
+}
+
+fn refusal(code: u16) -> Refusal {
+    Refusal {
+        code,
+        message: format!("simulated refusal {code}"),
+    }
+}
+
+impl Apiserver for SimApi<'_> {
+    async fn write(&self, write: Write<'_>) -> Result<(), Refusal> {
+        // Each call runs to its end before the next starts: nothing awaits while borrowed.
+        let mut world = self.world.borrow_mut();
+        let answer = world.call(self.m, self.r, write);
+        let kind = kind(write);
+        world.exercise(
+            &format!(
+                "{} {kind}",
+                if answer.is_ok() { "write" } else { "refused" }
+            ),
+            1,
+        );
+        answer.map_err(refusal)
+    }
+
+    /// Events are not simulated: the agent's are decided by the executor all the same.
+    async fn notice(&self, _notice: Notice<'_>) {}
+}
+
+/// The name of a write's kind, for the coverage counts.
+fn kind(write: Write<'_>) -> &'static str {
+    match write {
+        Write::Keep(_) => "Keep",
+        Write::Renew(..) => "Renew",
+        Write::Record(_) => "Record",
+        Write::Copy(_) => "Copy",
+        Write::DeleteRecord(_) => "DeleteRecord",
+        Write::DeleteCopy(_) => "DeleteCopy",
+        Write::Profile(_) => "Profile",
+        Write::Derived(_) => "Derived",
+        Write::Import(_) => "Import",
+        Write::Slice(_) => "Slice",
+        Write::DeleteImport(_) => "DeleteImport",
+        Write::DeleteDerived(_) => "DeleteDerived",
+        Write::DeleteSlice(_) => "DeleteSlice",
+        Write::DeleteSlices(_) => "DeleteSlices",
+        Write::ImportStatus(_) => "ImportStatus",
+        Write::ExportStatus(_) => "ExportStatus",
+    }
+}
+
+impl World {
+    /// One call of replica `r` of member `m`; `Err` with an HTTP status (0: no answer).
+    fn call(&mut self, m: usize, r: usize, write: Write<'_>) -> Result<(), u16> {
+        let name = self.members[m].name.clone();
+        match write {
+            Write::Keep(kept) => {
+                let written = self.write(m, r, false);
+                let ok = written.is_ok() && !self.members[m].refuse_kept;
+                if tracing() {
+                    eprintln!(
+                        "{:>6.2} s  {} keeps ok={ok} {}",
+                        self.elapsed.as_secs_f64(),
+                        name,
+                        kept.encode()
+                    );
+                }
+                if !ok {
+                    return Err(written.err().unwrap_or(403));
+                }
+                if let Some(member) = self.apis.members.get_mut(&name) {
+                    member.kept = Some(kept.encode());
+                }
+                self.checks.wrote(&name, WriteKind::Kept, self.now());
+                Ok(())
+            }
+            Write::Renew(renewal, _keeping) => {
+                self.write(m, r, true)?;
+                let wall = self.wall(m);
+                let rhythm = self.members[m].rhythm;
+                let lease = atoll_core::reconciler::heartbeat_lease(
+                    &name,
+                    renewal,
+                    rhythm.interval,
+                    rhythm.grace,
+                    &wall,
+                    "",
+                    "kept",
+                );
+                let lease = serde_json::from_value(lease).map_err(|_| 422_u16)?;
+                let hub = &mut self.apis.hub;
+                hub.leases.put(lease, &mut hub.counters, &wall, |_, _| {});
+                self.members[m].last_beat = Some(self.now());
+                self.checks.beat(&name, self.now());
+                let clock_back =
+                    !self.members[m].skew_ahead && self.members[m].skew > std::time::Duration::ZERO;
+                self.checks
+                    .numbered(&name, renewal.beat, clock_back, self.now());
+                if tracing() {
+                    eprintln!(
+                        "{:>6.2} s  {name} beats {} epoch {}",
+                        self.elapsed.as_secs_f64(),
+                        renewal.beat,
+                        renewal.claim.epoch
+                    );
+                }
+                Ok(())
+            }
+            Write::Record(record) => {
+                self.write(m, r, true)?;
+                let now = self.wall(m);
+                let hub = &mut self.apis.hub;
+                hub.records
+                    .put(record.clone(), &mut hub.counters, &now, |_, _| {});
+                self.checks.wrote(&name, WriteKind::Hub, self.now());
+                Ok(())
+            }
+            Write::Copy(copy) => {
+                self.write(m, r, true)?;
+                // A copy the hub refuses for good is answered 422 (its name too long, say).
+                let poisoned = self
+                    .scenario
+                    .refused
+                    .contains(&(name.clone(), copy.spec.service.clone()));
+                if poisoned {
+                    return Err(422);
+                }
+                let now = self.wall(m);
+                let hub = &mut self.apis.hub;
+                hub.copies
+                    .put(copy.clone(), &mut hub.counters, &now, |_, _| {});
+                self.checks.wrote(&name, WriteKind::Hub, self.now());
+                Ok(())
+            }
+            Write::DeleteRecord(key) => {
+                self.write(m, r, true)?;
+                let hub = &mut self.apis.hub;
+                hub.records.delete(key, &mut hub.counters);
+                Ok(())
+            }
+            Write::DeleteCopy(key) => {
+                self.write(m, r, true)?;
+                let hub = &mut self.apis.hub;
+                hub.copies.delete(key, &mut hub.counters);
+                Ok(())
+            }
+            // The simulated hub keeps no ClusterProfiles.
+            Write::Profile(_) => self.write(m, r, true),
+            Write::Derived(service) => {
+                self.write(m, r, false)?;
+                let now = self.wall(m);
+                if let Some(member) = self.apis.members.get_mut(&name) {
+                    member.apply_service(service.clone(), &now);
+                }
+                self.checks.wrote(&name, WriteKind::Member, self.now());
+                Ok(())
+            }
+            Write::Import(apply) => {
+                self.write(m, r, false)?;
+                let now = self.wall(m);
+                if let Some(member) = self.apis.members.get_mut(&name) {
+                    let key = ObjectKey::of(&apply.object.metadata);
+                    let existed = member.imports.get(&key).is_some();
+                    member.apply_import(apply.object.clone(), &now);
+                    if !existed {
+                        self.checks
+                            .created(&name, "ServiceImport", &key.name, self.now());
+                    }
+                }
+                self.checks.wrote(&name, WriteKind::Member, self.now());
+                Ok(())
+            }
+            Write::ImportStatus(status) => {
+                self.write(m, r, false)?;
+                let now = self.wall(m);
+                if let Some(member) = self.apis.members.get_mut(&name) {
+                    member.import_status(&status.key, status.status.clone(), &now);
+                }
+                self.checks.wrote(&name, WriteKind::Member, self.now());
+                Ok(())
+            }
+            Write::Slice(slice) => {
+                self.write(m, r, false)?;
+                let now = self.wall(m);
+                let source = slice
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(atoll_api::labels::SOURCE_CLUSTER))
+                    .cloned()
+                    .unwrap_or_default();
+                self.checks.slice_written(&name, &source, self.now());
+                if let Some(member) = self.apis.members.get_mut(&name) {
+                    member
+                        .slices
+                        .put(slice.clone(), &mut member.counters, &now, |_, _| {});
+                }
+                self.checks.wrote(&name, WriteKind::Member, self.now());
+                Ok(())
+            }
+            Write::DeleteImport(key) => self.member_delete(m, r, "ServiceImport", key),
+            Write::DeleteDerived(key) => self.member_delete(m, r, "Service", key),
+            Write::DeleteSlice(key) => self.member_delete(m, r, "EndpointSlice", key),
+            // One write, deleting what its label selector matches, as the apiserver does.
+            Write::DeleteSlices(collection) => {
+                self.write(m, r, false)?;
+                let keys = self
+                    .apis
+                    .members
+                    .get(&name)
+                    .map_or_else(Vec::new, |member| {
+                        member
+                            .slices
+                            .all()
+                            .filter(|s| in_collection(collection, &s.metadata))
+                            .map(|s| ObjectKey::of(&s.metadata))
+                            .collect()
+                    });
+                for key in &keys {
+                    self.delete_checked(&name, "EndpointSlice", key);
+                }
+                self.checks.wrote(&name, WriteKind::Member, self.now());
+                Ok(())
+            }
+            Write::ExportStatus(status) => {
+                self.write(m, r, false)?;
+                let now = self.wall(m);
+                if let Some(member) = self.apis.members.get_mut(&name) {
+                    member.export_conditions(&status.key, status.conditions.clone(), &now);
+                }
+                self.checks.wrote(&name, WriteKind::Member, self.now());
+                Ok(())
+            }
+        }
+    }
+
+    fn member_delete(
+        &mut self,
+        m: usize,
+        r: usize,
+        kind: &str,
+        key: &ObjectKey,
+    ) -> Result<(), u16> {
+        self.write(m, r, false)?;
+        let name = self.members[m].name.clone();
+        self.delete_checked(&name, kind, key);
+        self.checks.wrote(&name, WriteKind::Member, self.now());
+        Ok(())
+    }
+}
