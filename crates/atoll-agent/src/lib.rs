@@ -13,6 +13,7 @@ pub mod compact;
 mod config;
 pub mod dirty;
 pub mod events;
+pub mod executing;
 pub mod fence;
 pub mod identity;
 pub mod kept;

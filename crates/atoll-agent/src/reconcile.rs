@@ -184,7 +184,8 @@ pub async fn run_loop(
             .await;
         m.pass_services.observe(step.services as f64);
         if step.lead {
-            let execute = writer::execute(&config.hub, &config.member, &step, &targets, &context);
+            let execute =
+                crate::executing::execute(&config.hub, &config.member, &step, &targets, &context);
             let outcome = renewing_meanwhile(
                 execute,
                 &mut reconciler,

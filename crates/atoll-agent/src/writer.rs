@@ -1,7 +1,8 @@
-//! The only code that writes. `atoll_core::executor` carries out a [`Step`] of
+//! The only code that writes. `atoll_core::executor` carries out a step of
 //! `atoll_core::reconciler` (the plan, the Events, the heartbeat renewal, the kept liveness
-//! decisions): the order, what runs side by side and what each answer teaches are its. This
-//! module makes the calls and decides nothing: server-side apply with one field manager,
+//! decisions): the order, what runs side by side and what each answer teaches are its
+//! (`crate::executing` hands it this module's calls). This module makes the calls and decides
+//! nothing: server-side apply with one field manager,
 //! deletes that tolerate objects already gone. Every write is fenced: it starts only while this
 //! replica leads and may take at most what is left of its leadership (see [`Fence`]). Failed
 //! writes are logged with kind, namespace, name and the API's message, counted by kind, and
@@ -12,7 +13,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use atoll_api::keys::ObjectKey;
 use atoll_core::plan::Refusal;
-use atoll_core::reconciler::{Outcome, Step};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
@@ -27,10 +27,6 @@ use serde_json::{Value, json};
 use crate::events::Announcer;
 use crate::fence::Fence;
 use crate::metrics::{KindLabels, Metrics, WriteLabels};
-
-mod calls;
-#[cfg(test)]
-mod requests;
 
 /// Field manager of every write the agent makes.
 pub const FIELD_MANAGER: &str = "atoll-agent";
@@ -126,7 +122,7 @@ impl WriteError {
 }
 
 /// What every object the writer writes is: of a namespaced kind known at compile time.
-trait Namespaced:
+pub(crate) trait Namespaced:
     Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
     + DeserializeOwned
     + Clone
@@ -147,7 +143,7 @@ fn kind<K: Resource<DynamicType = ()>>() -> String {
 }
 
 /// Logs and counts a failed write.
-fn report(metrics: &Metrics, error: &WriteError) {
+pub(crate) fn report(metrics: &Metrics, error: &WriteError) {
     tracing::warn!(
         kind = %error.kind,
         namespace = %error.key.namespace,
@@ -171,7 +167,7 @@ fn report(metrics: &Metrics, error: &WriteError) {
 /// `K` in the object's namespace: started only while the fence allows and bounded by its
 /// budget, counted, logged, and a refusal turned into a [`WriteError`] that names the kind, the
 /// verb and the object.
-async fn write<K, T, F>(
+pub(crate) async fn write<K, T, F>(
     client: &Client,
     key: &ObjectKey,
     verb: &'static str,
@@ -207,7 +203,11 @@ where
 }
 
 /// Server-side applies `object` (its name and namespace come from its metadata).
-async fn apply<K>(client: &Client, object: &K, context: &Context) -> Result<K, WriteError>
+pub(crate) async fn apply<K>(
+    client: &Client,
+    object: &K,
+    context: &Context,
+) -> Result<K, WriteError>
 where
     K: Namespaced + Serialize,
 {
@@ -221,7 +221,7 @@ where
 }
 
 /// Server-side applies the status subresource of `key` from a partial object.
-async fn apply_status<K: Namespaced>(
+pub(crate) async fn apply_status<K: Namespaced>(
     client: &Client,
     key: &ObjectKey,
     partial: &Value,
@@ -244,7 +244,7 @@ async fn apply_status<K: Namespaced>(
 }
 
 /// Deletes `key`; an object that is already gone is success.
-async fn delete<K: Namespaced>(
+pub(crate) async fn delete<K: Namespaced>(
     client: &Client,
     key: &ObjectKey,
     context: &Context,
@@ -270,24 +270,6 @@ pub struct Targets {
     pub grace: std::time::Duration,
     /// The ConfigMap in the member that holds the kept liveness decisions.
     pub kept: ObjectKey,
-}
-
-/// Carries out `step` with `atoll_core::executor` (the order of the writes and what their
-/// answers teach are its; the simulation runs the same), each call made by [`calls::KubeApi`].
-pub async fn execute(
-    hub: &Client,
-    member: &Client,
-    step: &Step,
-    targets: &Targets,
-    context: &Context,
-) -> Outcome {
-    let api = calls::KubeApi {
-        hub,
-        member,
-        targets,
-        context,
-    };
-    atoll_core::executor::execute(&api, step).await
 }
 
 /// Renews this member's heartbeat Lease; whether the hub took it.
@@ -343,7 +325,7 @@ pub(crate) async fn renew(
 
 /// Keeps the liveness decisions in the member; whether the write went through (`Err`: the
 /// API's message).
-async fn keep(
+pub(crate) async fn keep(
     member: &Client,
     kept: &atoll_core::liveness::Persisted,
     targets: &Targets,

@@ -8,6 +8,7 @@
 //! schedule is reproduced from its seed alone.
 
 pub mod apiserver;
+pub mod executing;
 pub mod invariants;
 pub mod member;
 pub mod replica;

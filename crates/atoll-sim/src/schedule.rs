@@ -385,7 +385,11 @@ fn regular(
                 world.caught_up = world.elapsed;
             }
             if world.due(m, r, Duration::from_secs(1)) {
-                world.run(m, r);
+                if let Some(step) = world.run(m, r) {
+                    let began = world.elapsed;
+                    let outcome = crate::executing::execute(world, m, r, &step);
+                    world.learn(m, r, outcome, began);
+                }
                 report.steps += 1;
             }
         }

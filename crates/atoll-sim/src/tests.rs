@@ -22,7 +22,12 @@ fn withdrawals_by_collection_hold_every_invariant() {
     let summary = simulate(12, 3, 2, &shape);
     assert_eq!(summary.violations, 0, "{:#?}", summary.failures);
     assert!(
-        summary.exercised.get("write DeleteSlices").copied().unwrap_or(0) > 0,
+        summary
+            .exercised
+            .get("write DeleteSlices")
+            .copied()
+            .unwrap_or(0)
+            > 0,
         "no collection in 12 schedules: {:#?}",
         summary.exercised
     );

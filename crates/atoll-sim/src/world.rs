@@ -16,8 +16,6 @@ use crate::member::MemberState;
 use crate::replica::{Replica, Rhythm, Which};
 use crate::scenario::{self, Scenario};
 
-mod writes;
-
 /// Shortest time left of a leadership in which a write still starts (as the agent's fence).
 const MIN_BUDGET: Duration = Duration::from_millis(100);
 
@@ -256,9 +254,9 @@ impl World {
 
     /// One turn of replica `r` of member `m`: its election, then a step of its reconciler,
     /// carried out by the simulated writer when it leads.
-    pub fn run(&mut self, m: usize, r: usize) {
+    pub fn run(&mut self, m: usize, r: usize) -> Option<Step> {
         if r >= self.members[m].replicas.len() {
-            return;
+            return None;
         }
         self.elect(m, r);
         let now = self.now();
@@ -273,9 +271,7 @@ impl World {
         let readable = !state.unreadable_kept;
         let replica = &mut state.replicas[r];
         let (observed, leases) = replica.observed();
-        let Some(reconciler) = replica.reconciler.as_mut() else {
-            return;
-        };
+        let reconciler = replica.reconciler.as_mut()?;
         let tick = Tick {
             now,
             wall: wall.clone(),
@@ -320,32 +316,37 @@ impl World {
                 step.liveness.blind,
             );
         }
-        if step.lead {
-            self.checks.news(&importer, &step.news, now);
-            self.exercise("withdrawal", step.news.withdrawn.len());
-            self.exercise("restoration", step.news.restored.len());
-            self.exercise("blind spell", usize::from(step.news.blind == Some(true)));
-            let before = self.elapsed;
-            let outcome = self.execute(m, r, &step);
-            // Slow writes moved the one clock of the simulation: every other member was kept
-            // from stepping meanwhile (an artefact of running them one after another), so none
-            // is held to a deadline that fell in that time.
-            if self.elapsed > before + Duration::from_millis(100) {
-                let now = self.now();
-                for (i, other) in self.members.iter_mut().enumerate() {
-                    if i != m {
-                        other.disturbed_at = now;
-                    }
+        if !step.lead {
+            return None;
+        }
+        self.checks.news(&importer, &step.news, now);
+        self.exercise("withdrawal", step.news.withdrawn.len());
+        self.exercise("restoration", step.news.restored.len());
+        self.exercise("blind spell", usize::from(step.news.blind == Some(true)));
+        Some(step)
+    }
+
+    /// Hands replica `r` of member `m` what carrying out its step did; `began`: when that
+    /// started on the simulation's clock.
+    pub fn learn(&mut self, m: usize, r: usize, outcome: Outcome, began: Duration) {
+        // Slow writes moved the one clock of the simulation: every other member was kept from
+        // stepping meanwhile (an artefact of running them one after another), so none is held
+        // to a deadline that fell in that time.
+        if self.elapsed > began + Duration::from_millis(100) {
+            let now = self.now();
+            for (i, other) in self.members.iter_mut().enumerate() {
+                if i != m {
+                    other.disturbed_at = now;
                 }
             }
-            let now = self.now();
-            if let Some(reconciler) = self.members[m]
-                .replicas
-                .get_mut(r)
-                .and_then(|x| x.reconciler.as_mut())
-            {
-                reconciler.outcome(outcome, now);
-            }
+        }
+        let now = self.now();
+        if let Some(reconciler) = self.members[m]
+            .replicas
+            .get_mut(r)
+            .and_then(|x| x.reconciler.as_mut())
+        {
+            reconciler.outcome(outcome, now);
         }
     }
 
@@ -411,7 +412,7 @@ impl World {
 
     /// One write of replica `r`: fenced, maybe failed by a fault, taking the member's write
     /// latency; `Err` with an HTTP status (0: no answer) when it did not happen.
-    fn write(&mut self, m: usize, r: usize, to_hub: bool) -> Result<(), u16> {
+    pub(crate) fn write(&mut self, m: usize, r: usize, to_hub: bool) -> Result<(), u16> {
         if self.fence(m, r).is_none() {
             return Err(0);
         }
@@ -450,20 +451,8 @@ impl World {
         }
     }
 
-    /// Carries out `step` of replica `r` of member `m` with the agent's own executor.
-    fn execute(&mut self, m: usize, r: usize, step: &Step) -> Outcome {
-        let api = writes::SimApi {
-            world: std::cell::RefCell::new(self),
-            m,
-            r,
-        };
-        // Every simulated call answers at once: the executor's future completes in one poll,
-        // its calls in one deterministic order.
-        futures::executor::block_on(atoll_core::executor::execute(&api, step))
-    }
-
     /// Deletes `key` of `kind` from `member`'s apiserver and tells the invariant checks.
-    fn delete_checked(&mut self, member: &str, kind: &str, key: &ObjectKey) {
+    pub(crate) fn delete_checked(&mut self, member: &str, kind: &str, key: &ObjectKey) {
         let (service, source) = self.deleted(member, kind, key).unwrap_or_default();
         let source = (kind == "EndpointSlice").then_some(source.as_str());
         self.checks.deleted(
@@ -619,7 +608,7 @@ impl World {
 }
 
 /// Whether a `deletecollection` of `collection` matches an EndpointSlice with `meta`.
-fn in_collection(
+pub(crate) fn in_collection(
     collection: &atoll_core::plan::SliceCollection,
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> bool {

@@ -17,9 +17,10 @@ use kube::Client;
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
 
-use super::{Context, Targets, WriteCounter, execute};
+use super::execute;
 use crate::events::Announcer;
 use crate::fence::Fence;
+use crate::writer::{Context, Targets, WriteCounter};
 
 /// Every request as `METHOD path?query`; the answer to each decided by `status_of`.
 #[derive(Clone)]

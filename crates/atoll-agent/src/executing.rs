@@ -1,6 +1,7 @@
 //! The agent's side of `atoll_core::executor`: each call the executor asks for, made through
-//! the kube client, fenced, counted and logged (a failure once, with kind, namespace, name and
-//! the API's message), and answered as the refusal the executor learns from.
+//! the kube client by `crate::writer` (fenced, counted, and logged once when it fails, with
+//! kind, namespace, name and the API's message), and answered as the refusal the executor
+//! learns from.
 
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
 use atoll_api::inventory::ClusterProfile;
@@ -15,17 +16,40 @@ use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use super::{
+use atoll_core::reconciler::{Outcome, Step};
+
+use crate::events;
+use crate::writer::{
     Context, Targets, WriteError, apply, apply_status, delete, keep, renew, report, write,
 };
-use crate::events;
+
+#[cfg(test)]
+mod tests;
+
+/// Carries out `step` with `atoll_core::executor` (the order of the writes and what their
+/// answers teach are its; the simulation runs the same), each call made by [`KubeApi`].
+pub async fn execute(
+    hub: &Client,
+    member: &Client,
+    step: &Step,
+    targets: &Targets,
+    context: &Context,
+) -> Outcome {
+    let api = KubeApi {
+        hub,
+        member,
+        targets,
+        context,
+    };
+    atoll_core::executor::execute(&api, step).await
+}
 
 /// This replica writing to the hub and to its member.
-pub(super) struct KubeApi<'a> {
-    pub(super) hub: &'a Client,
-    pub(super) member: &'a Client,
-    pub(super) targets: &'a Targets,
-    pub(super) context: &'a Context,
+struct KubeApi<'a> {
+    hub: &'a Client,
+    member: &'a Client,
+    targets: &'a Targets,
+    context: &'a Context,
 }
 
 impl Apiserver for KubeApi<'_> {

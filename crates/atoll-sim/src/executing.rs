@@ -10,14 +10,28 @@ use atoll_api::keys::ObjectKey;
 use atoll_core::executor::{Apiserver, Notice, Write};
 use atoll_core::plan::Refusal;
 
-use super::{World, in_collection, tracing};
+use atoll_core::reconciler::{Outcome, Step};
+
 use crate::invariants::WriteKind;
+use crate::world::{World, in_collection, tracing};
+
+/// Carries out `step` of replica `r` of member `m` with the agent's own executor.
+pub fn execute(world: &mut World, m: usize, r: usize, step: &Step) -> Outcome {
+    let api = SimApi {
+        world: RefCell::new(world),
+        m,
+        r,
+    };
+    // Every simulated call answers at once: the executor's future completes in one poll, its
+    // calls in one deterministic order.
+    futures::executor::block_on(atoll_core::executor::execute(&api, step))
+}
 
 /// Replica `r` of member `m` writing through the simulated apiservers.
-pub(super) struct SimApi<'w> {
-    pub(super) world: RefCell<&'w mut World>,
-    pub(super) m: usize,
-    pub(super) r: usize,
+struct SimApi<'w> {
+    world: RefCell<&'w mut World>,
+    m: usize,
+    r: usize,
 }
 
 fn refusal(code: u16) -> Refusal {
