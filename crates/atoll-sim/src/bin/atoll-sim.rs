@@ -1,7 +1,8 @@
 //! `make simulate`: runs fault schedules and prints, last, `simulation: N schedules, M
 //! invariant violations (seed S)`. SIM_SCHEDULES (default 10000), SIM_SEED (default: from the
 //! clock, printed), SIM_SCHEDULE (one schedule's seed, printed with its violations: reruns a
-//! failing schedule alone), SIM_THREADS (default 2). Before the last line it prints what the
+//! failing schedule alone), SIM_THREADS (default 2), SIM_REGION_FAULT_RATE (the region fault's
+//! chance per quantum; 0 by default). Before the last line it prints what the
 //! schedules exercised (writes by kind, refusals, withdrawals, faults). Exits 1 on any
 //! violation, and on a run of at least 1,000 schedules that never reached something
 //! `atoll_sim::MUST_EXERCISE` names.
@@ -13,7 +14,14 @@ fn env(name: &str) -> Option<u64> {
 }
 
 fn main() {
-    let shape = atoll_sim::Shape::default();
+    // SIM_REGION_FAULT_RATE turns on the region fault (off in the default shape).
+    let shape = atoll_sim::Shape {
+        region_fault_rate: std::env::var("SIM_REGION_FAULT_RATE")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(atoll_sim::Shape::default().region_fault_rate),
+        ..atoll_sim::Shape::default()
+    };
     let started = Instant::now();
     if let Some(seed) = env("SIM_SCHEDULE") {
         let references = atoll_sim::schedule::References::default();
