@@ -433,9 +433,17 @@ impl Tracker {
                         .max(source.rhythm.interval.unwrap_or_default()),
                 ),
             );
+            let was_unmatched = source.unmatched_reported.is_some();
             let judged = source.judge_objects(heartbeat, current, blind, now, wall, grace);
             if let Some(before) = &judged.replaced {
                 changed_services(before.as_ref(), source.held.as_ref(), &mut view.touched);
+            }
+            // Reported unmatched, or matched again: every import this cluster takes part in
+            // says so in its status (`conditions::source_clusters`), not only those whose
+            // objects changed. Planned only when the objects changed, "unmatched" stayed in the
+            // others' statuses after the cluster matched again, until a restart rewrote them.
+            if source.unmatched_reported.is_some() != was_unmatched {
+                services_of(source.held.as_ref(), &mut view.touched);
             }
             if let Some(wait) = judged.pin_ends_in {
                 soonest(wait);

@@ -554,3 +554,45 @@ fn a_stale_cluster_beating_again_plans_its_services_and_going_stale_does_not() {
     assert!(back.liveness.stale.is_empty());
     assert_eq!(touched(&back), ["b"], "live again: its services planned");
 }
+
+#[test]
+fn a_cluster_unmatched_and_matched_again_plans_all_its_services() {
+    // Mutation: planning only the services whose objects changed left "unmatched: c2" in the
+    // statuses of c2's other services for good (found by `make bench-scale`: a restarted
+    // importer rewrote 84 statuses the running one held for current).
+    let start = Instant::now();
+    let at = |s: u64| start + Duration::from_secs(s);
+    let mut hub = Hub::new();
+    let mut tracker = Tracker::new("c1", settings());
+    let (_, _) = confirmed(&mut tracker, &mut hub, at(0), 0);
+    // c2 publishes "c" but keeps claiming only "b", beyond the grace.
+    let (claimed_r, claimed_s) = hub.of("c2");
+    hub.records.push(record("c2", "c"));
+    let mut unmatched_at = None;
+    for t in (5..=80).step_by(5) {
+        let mut leases = hub.renew(&["c1"]);
+        leases.push(lease(
+            "c2",
+            hub.version,
+            Some((u64::from(hub.version), &claimed_r, &claimed_s)),
+        ));
+        let view = tracker.update(at(t), &wall(t), &leases, &hub.records, &hub.copies);
+        if view.liveness.unmatched.contains_key("c2") && unmatched_at.is_none() {
+            unmatched_at = Some(t);
+            assert_eq!(
+                touched(&view),
+                ["b"],
+                "reported unmatched: its services planned"
+            );
+        }
+    }
+    assert!(unmatched_at.is_some(), "c2 was reported unmatched");
+    let leases = hub.renew(&["c1", "c2"]);
+    let matched = tracker.update(at(85), &wall(85), &leases, &hub.records, &hub.copies);
+    assert!(matched.liveness.unmatched.is_empty());
+    assert_eq!(
+        touched(&matched),
+        ["b", "c"],
+        "matched again: all its services planned"
+    );
+}
