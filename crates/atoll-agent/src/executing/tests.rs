@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use atoll_api::keys::ObjectKey;
-use atoll_core::liveness::{Claim, Liveness, Persisted};
+use atoll_core::liveness::{Claim, Persisted};
 use atoll_core::plan::{ImportStatus, Plan, SliceCollection};
-use atoll_core::reconciler::{Keeping, News, Renewal, Step};
+use atoll_core::reconciler::{Renewal, Step};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -136,19 +136,7 @@ fn key(name: &str) -> ObjectKey {
 }
 
 fn step(plan: Plan) -> Step {
-    Step {
-        scope: None,
-        services: 0,
-        plan,
-        lead: true,
-        announce: Vec::new(),
-        over: Vec::new(),
-        renewal: None,
-        keep: None,
-        keeping: Keeping::Kept,
-        liveness: Liveness::default(),
-        news: News::default(),
-    }
+    Step::carrying(plan)
 }
 
 fn slice(name: &str) -> EndpointSlice {

@@ -12,8 +12,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
-use crate::liveness::{Claim, Liveness};
-use crate::reconciler::News;
+use crate::liveness::Claim;
 
 /// Records every call as `verb name`; answers with the refusal scripted for it (by that text).
 #[derive(Default)]
@@ -105,19 +104,7 @@ fn key(name: &str) -> ObjectKey {
 }
 
 fn step(plan: Plan) -> Step {
-    Step {
-        scope: None,
-        services: 0,
-        plan,
-        lead: true,
-        announce: Vec::new(),
-        over: Vec::new(),
-        renewal: None,
-        keep: None,
-        keeping: Keeping::Kept,
-        liveness: Liveness::default(),
-        news: News::default(),
-    }
+    Step::carrying(plan)
 }
 
 /// The hub record member `c1` publishes for its export of `demo/<name>`.

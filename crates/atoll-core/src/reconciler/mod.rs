@@ -117,6 +117,26 @@ pub struct Step {
     pub news: News,
 }
 
+impl Step {
+    /// A leading step that carries out `plan` and nothing else (no renewal, nothing to keep):
+    /// what the executor's tests hand it.
+    pub fn carrying(plan: Plan) -> Self {
+        Self {
+            scope: None,
+            services: 0,
+            plan,
+            lead: true,
+            announce: Vec::new(),
+            over: Vec::new(),
+            renewal: None,
+            keep: None,
+            keeping: Keeping::Kept,
+            liveness: Liveness::default(),
+            news: News::default(),
+        }
+    }
+}
+
 /// What carrying out a step did.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
