@@ -9,7 +9,6 @@ use std::cell::RefCell;
 use atoll_api::keys::ObjectKey;
 use atoll_core::executor::{Apiserver, Notice, Write};
 use atoll_core::plan::Refusal;
-
 use atoll_core::reconciler::{Outcome, Step};
 
 use crate::invariants::WriteKind;
@@ -46,7 +45,7 @@ impl Apiserver for SimApi<'_> {
         // Each call runs to its end before the next starts: nothing awaits while borrowed.
         let mut world = self.world.borrow_mut();
         let answer = world.call(self.m, self.r, write);
-        let kind = kind(write);
+        let kind = write.kind();
         world.exercise(
             &format!(
                 "{} {kind}",
@@ -59,28 +58,6 @@ impl Apiserver for SimApi<'_> {
 
     /// Events are not simulated: the agent's are decided by the executor all the same.
     async fn notice(&self, _notice: Notice<'_>) {}
-}
-
-/// The name of a write's kind, for the coverage counts.
-fn kind(write: Write<'_>) -> &'static str {
-    match write {
-        Write::Keep(_) => "Keep",
-        Write::Renew(..) => "Renew",
-        Write::Record(_) => "Record",
-        Write::Copy(_) => "Copy",
-        Write::DeleteRecord(_) => "DeleteRecord",
-        Write::DeleteCopy(_) => "DeleteCopy",
-        Write::Profile(_) => "Profile",
-        Write::Derived(_) => "Derived",
-        Write::Import(_) => "Import",
-        Write::Slice(_) => "Slice",
-        Write::DeleteImport(_) => "DeleteImport",
-        Write::DeleteDerived(_) => "DeleteDerived",
-        Write::DeleteSlice(_) => "DeleteSlice",
-        Write::DeleteSlices(_) => "DeleteSlices",
-        Write::ImportStatus(_) => "ImportStatus",
-        Write::ExportStatus(_) => "ExportStatus",
-    }
 }
 
 impl World {

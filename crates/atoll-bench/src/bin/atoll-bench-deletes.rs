@@ -189,5 +189,5 @@ async fn main() -> anyhow::Result<()> {
         async || collections(&api, selectors(10), 10).await,
     )
     .await?;
-    Ok(())
+    ns.cleanup().await
 }

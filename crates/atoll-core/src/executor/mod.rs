@@ -61,6 +61,30 @@ pub enum Write<'a> {
     ExportStatus(&'a ExportStatus),
 }
 
+impl Write<'_> {
+    /// The kind of write, as the variant is named (for counts and logs).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Write::Keep(_) => "Keep",
+            Write::Renew(..) => "Renew",
+            Write::Record(_) => "Record",
+            Write::Copy(_) => "Copy",
+            Write::DeleteRecord(_) => "DeleteRecord",
+            Write::DeleteCopy(_) => "DeleteCopy",
+            Write::Profile(_) => "Profile",
+            Write::Derived(_) => "Derived",
+            Write::Import(_) => "Import",
+            Write::Slice(_) => "Slice",
+            Write::DeleteImport(_) => "DeleteImport",
+            Write::DeleteDerived(_) => "DeleteDerived",
+            Write::DeleteSlice(_) => "DeleteSlice",
+            Write::DeleteSlices(_) => "DeleteSlices",
+            Write::ImportStatus(_) => "ImportStatus",
+            Write::ExportStatus(_) => "ExportStatus",
+        }
+    }
+}
+
 /// One Event the executor asks for: published when it says, never decided by whoever
 /// publishes it.
 #[derive(Clone, Copy, Debug)]
@@ -116,7 +140,12 @@ pub async fn execute(api: &impl Apiserver, step: &Step) -> Outcome {
         hub_then_renewal,
         member_writes(api, plan),
         export_statuses(api, &plan.export_statuses),
-        count_failed(plan.profile.iter().map(|p| api.write(Write::Profile(p)))),
+        async {
+            match &plan.profile {
+                Some(profile) => usize::from(api.write(Write::Profile(profile)).await.is_err()),
+                None => 0,
+            }
+        },
     );
     outcome.renewal = renewal;
     outcome.hub = hub.results;
@@ -155,17 +184,6 @@ where
         .into_iter()
         .map(|(_, item, answer)| (item, answer))
         .collect()
-}
-
-/// How many of `writes` failed.
-async fn count_failed<F: Future<Output = Result<(), Refusal>>>(
-    writes: impl IntoIterator<Item = F>,
-) -> usize {
-    let mut failed = 0;
-    for write in writes {
-        failed += usize::from(write.await.is_err());
-    }
-    failed
 }
 
 fn failures<T>(answers: &[(&T, Result<(), Refusal>)]) -> usize {

@@ -14,11 +14,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::*;
 use crate::liveness::Claim;
 
-/// Records every call as `verb name`; answers with the refusal scripted for it (by that text).
+/// Records every call as `verb name`; answers with the refusal scripted for it (by that text),
+/// and never answers the call named `hold` (an apiserver that hangs on it).
 #[derive(Default)]
 struct Recorder {
     calls: RefCell<Vec<String>>,
     refuse: BTreeMap<String, u16>,
+    hold: Option<String>,
 }
 
 impl Recorder {
@@ -71,6 +73,9 @@ impl Apiserver for Recorder {
     async fn write(&self, write: Write<'_>) -> Result<(), Refusal> {
         let call = label(write);
         self.calls.borrow_mut().push(call.clone());
+        if self.hold.as_ref() == Some(&call) {
+            std::future::pending::<()>().await;
+        }
         match self.refuse.get(&call) {
             Some(code) => Err(Refusal {
                 code: *code,
@@ -338,4 +343,54 @@ fn events_go_before_what_they_announce() {
     assert!(api.position("event-export web") < api.position("export-status web"));
     assert!(api.position("event-withdrawn gone") < api.position("delete-import gone"));
     assert_eq!(outcome.errors, 0);
+}
+
+/// Runs `step` until it can go no further (some call hangs); returns whether it finished.
+fn run_until_stuck(api: &Recorder, step: &Step) -> bool {
+    let mut execution = std::pin::pin!(execute(api, step));
+    futures::executor::block_on(async { futures::poll!(&mut execution).is_ready() })
+}
+
+#[test]
+fn the_renewal_does_not_wait_for_the_members_writes_and_statuses_wait_for_the_data_plane() {
+    // The recorder answers at once, so the order tests above cannot tell "after" from "behind":
+    // here one slice deletion never answers (a member apiserver deleting thousands).
+    let mut plan = Plan::default();
+    plan.hub.apply_records.push(record("web"));
+    plan.member.delete_slices.push(key("web-c3"));
+    plan.member.import_statuses.push(import_status("web"));
+    let mut step = step(plan);
+    step.renewal = Some(Renewal {
+        claim: Claim {
+            epoch: 1,
+            digest: "d".into(),
+        },
+        beat: 2,
+    });
+    let api = Recorder {
+        hold: Some("delete-slice web-c3".into()),
+        ..Recorder::default()
+    };
+    assert!(!run_until_stuck(&api, &step));
+    let calls = api.calls();
+    assert!(calls.contains(&"renew".to_owned()), "{calls:?}");
+    assert!(
+        !calls.contains(&"import-status web".to_owned()),
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn nothing_goes_before_the_kept_decisions_are_answered() {
+    let mut plan = Plan::default();
+    plan.hub.apply_records.push(record("web"));
+    plan.member.delete_slices.push(key("web-c3"));
+    let mut step = step(plan);
+    step.keep = Some(Persisted::default());
+    let api = Recorder {
+        hold: Some("keep".into()),
+        ..Recorder::default()
+    };
+    assert!(!run_until_stuck(&api, &step));
+    assert_eq!(api.calls(), ["keep"]);
 }
