@@ -136,6 +136,12 @@ impl Apiserver for KubeApi<'_> {
             Notice::ImportStatus(status) => events::publish_on_import(announcer, status).await,
             Notice::ExportStatus(status) => events::publish(announcer, status).await,
             Notice::Rejected(rejected) => events::announce_rejected(announcer, rejected).await,
+            Notice::CollectionRefused(collection) => tracing::warn!(
+                namespace = %collection.namespace,
+                source_clusters = %collection.source_clusters.join(","),
+                "the collection was refused: deleting its {} slices one by one",
+                collection.slices.len()
+            ),
         }
     }
 }

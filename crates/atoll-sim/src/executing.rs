@@ -56,8 +56,13 @@ impl Apiserver for SimApi<'_> {
         answer.map_err(refusal)
     }
 
-    /// Events are not simulated: the agent's are decided by the executor all the same.
-    async fn notice(&self, _notice: Notice<'_>) {}
+    /// Events are not simulated (the agent's are decided by the executor all the same); a
+    /// refused collection's fallback is counted.
+    async fn notice(&self, notice: Notice<'_>) {
+        if let Notice::CollectionRefused(_) = notice {
+            self.world.borrow_mut().exercise("collection fallback", 1);
+        }
+    }
 }
 
 impl World {

@@ -96,6 +96,9 @@ pub enum Notice<'a> {
     /// On an export, before its status is written.
     ExportStatus(&'a ExportStatus),
     Rejected(&'a Rejected),
+    /// The apiserver refused a collection as such: its slices are deleted one by one (the
+    /// agent logs it, so the named deletes that follow are explained).
+    CollectionRefused(&'a SliceCollection),
 }
 
 /// The API calls the executor makes. A write that did not happen answers the refusal: its
@@ -344,15 +347,18 @@ async fn delete_collections(api: &impl Apiserver, collections: &[SliceCollection
             match api.write(Write::DeleteSlices(collection)).await {
                 Ok(()) => 0,
                 Err(refusal) if !collection_refused(&refusal) => 1,
-                Err(_) => failures(
-                    &each(
-                        api,
-                        SLICE_DELETES_IN_FLIGHT,
-                        &collection.slices,
-                        Write::DeleteSlice,
+                Err(_) => {
+                    api.notice(Notice::CollectionRefused(collection)).await;
+                    failures(
+                        &each(
+                            api,
+                            SLICE_DELETES_IN_FLIGHT,
+                            &collection.slices,
+                            Write::DeleteSlice,
+                        )
+                        .await,
                     )
-                    .await,
-                ),
+                }
             }
         })
         .buffer_unordered(COLLECTIONS_IN_FLIGHT)

@@ -91,6 +91,7 @@ impl Apiserver for Recorder {
             Notice::ImportStatus(s) => format!("event-import {}", s.key.name),
             Notice::ExportStatus(s) => format!("event-export {}", s.key.name),
             Notice::Rejected(r) => format!("event-rejected {}", r.record.name),
+            Notice::CollectionRefused(c) => format!("fallback {}", c.source_clusters.join(",")),
         };
         self.calls.borrow_mut().push(call);
     }
@@ -248,6 +249,11 @@ fn only_a_forbidden_or_disallowed_collection_falls_back_to_named_deletes() {
             "{code}: {calls:?}"
         );
         assert_eq!(outcome.errors, errors, "{code}");
+        assert_eq!(
+            calls.contains(&"fallback c9".to_owned()),
+            fallback,
+            "{code}: {calls:?}"
+        );
     }
     // A named delete of the fallback that fails counts.
     let mut plan = Plan::default();
