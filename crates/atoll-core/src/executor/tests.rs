@@ -154,6 +154,17 @@ fn slice(name: &str) -> EndpointSlice {
     }
 }
 
+/// A renewal of beat `beat` with claim epoch 1.
+fn renewal(beat: u64) -> Renewal {
+    Renewal {
+        claim: Claim {
+            epoch: 1,
+            digest: "d".into(),
+        },
+        beat,
+    }
+}
+
 fn run(api: &Recorder, step: &Step) -> Outcome {
     futures::executor::block_on(execute(api, step))
 }
@@ -171,13 +182,7 @@ fn the_kept_decisions_go_first_the_renewal_after_the_hub_writes_and_statuses_aft
     plan.member.import_statuses.push(import_status("web"));
     let mut step = step(plan);
     step.keep = Some(Persisted::default());
-    step.renewal = Some(Renewal {
-        claim: Claim {
-            epoch: 1,
-            digest: "d".into(),
-        },
-        beat: 7,
-    });
+    step.renewal = Some(renewal(7));
     let api = Recorder::default();
     let outcome = run(&api, &step);
     assert_eq!(api.position("keep"), 0, "{:?}", api.calls());
@@ -277,13 +282,7 @@ fn answers_become_the_feedback_the_next_plan_needs() {
         ..Service::default()
     });
     let mut step = step(plan);
-    step.renewal = Some(Renewal {
-        claim: Claim {
-            epoch: 1,
-            digest: "d".into(),
-        },
-        beat: 1,
-    });
+    step.renewal = Some(renewal(1));
     let api = Recorder::refusing(&[
         (format!("record {record_name}").as_str(), 422),
         ("delete-record c1-old", 409),
@@ -366,13 +365,7 @@ fn the_renewal_does_not_wait_for_the_members_writes_and_statuses_wait_for_the_da
     plan.member.delete_slices.push(key("web-c3"));
     plan.member.import_statuses.push(import_status("web"));
     let mut step = step(plan);
-    step.renewal = Some(Renewal {
-        claim: Claim {
-            epoch: 1,
-            digest: "d".into(),
-        },
-        beat: 2,
-    });
+    step.renewal = Some(renewal(2));
     let api = Recorder {
         hold: Some("delete-slice web-c3".into()),
         ..Recorder::default()
