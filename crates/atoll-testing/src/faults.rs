@@ -1,9 +1,12 @@
 //! Faults the end-to-end tests cause on the local ClusterSet and take back again.
 
+use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use atoll_api::hub;
-use k8s_openapi::api::core::v1::ResourceQuota;
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
@@ -13,6 +16,9 @@ use crate::{ClusterSet, Member, Undo, fixtures, wait_for};
 
 /// The quota [`quota_on_copies`] creates.
 pub const COPY_QUOTA: &str = "e2e-copies";
+
+/// The resource [`quota_on_copies`] counts.
+const COPIES: &str = "count/exportedendpointslices.hub.atoll.dev";
 
 /// A Deployment, its Service and its export of `name` in `member`.
 pub async fn exported(member: &Member, ns: &str, name: &str) -> anyhow::Result<()> {
@@ -33,25 +39,40 @@ pub async fn quota_on_copies(
     id: &str,
 ) -> anyhow::Result<(Api<ResourceQuota>, impl Drop + use<>)> {
     let hub_ns = hub::namespace_for(id);
-    let copies =
-        Api::<hub::ExportedEndpointSlice>::namespaced(set.members[0].client.clone(), &hub_ns)
-            .list(&Default::default())
-            .await?
-            .items
-            .len();
+    let member = set
+        .members
+        .iter()
+        .find(|m| m.context.ends_with(&format!("-{id}")))
+        .ok_or_else(|| anyhow::anyhow!("no member {id}"))?;
+    // Copies of namespaces an earlier test removed are still being withdrawn: counted now,
+    // their deletion would leave room for the copy this quota must refuse (a CI run saw it).
+    let copies_api =
+        Api::<hub::ExportedEndpointSlice>::namespaced(set.members[0].client.clone(), &hub_ns);
+    let namespaces: Api<Namespace> = Api::all(member.client.clone());
+    wait_for(
+        "the hub to hold only copies of live namespaces",
+        Duration::from_secs(60),
+        || async {
+            let copies = copies_api.list(&Default::default()).await?.items;
+            let mut stale = Vec::new();
+            for copy in &copies {
+                let live = namespaces
+                    .get_opt(&copy.spec.namespace)
+                    .await?
+                    .is_some_and(|n| n.metadata.deletion_timestamp.is_none());
+                if !live {
+                    stale.push(copy.spec.namespace.clone());
+                }
+            }
+            Ok(if stale.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("copies of {stale:?}"))
+            })
+        },
+    )
+    .await?;
     let quotas: Api<ResourceQuota> = Api::namespaced(set.members[0].client.clone(), &hub_ns);
-    let quota = serde_json::json!({
-        "apiVersion": "v1", "kind": "ResourceQuota",
-        "metadata": { "name": COPY_QUOTA, "namespace": hub_ns },
-        "spec": { "hard": { "count/exportedendpointslices.hub.atoll.dev": copies.to_string() } },
-    });
-    quotas
-        .patch(
-            COPY_QUOTA,
-            &PatchParams::apply("atoll-e2e"),
-            &Patch::Apply(&quota),
-        )
-        .await?;
     let lift = {
         let (set, hub_ns) = (set.clone(), hub_ns.clone());
         Undo::new(move || {
@@ -69,18 +90,45 @@ pub async fn quota_on_copies(
             );
         })
     };
-    // Quota usage is computed by the controller: wait until the apiserver enforces it.
+    // Quota usage is computed by the controller: the limit follows what it counts until both
+    // agree, so the apiserver enforces exactly "no more copies than now".
+    let hard = Cell::new(copies_api.list(&Default::default()).await?.items.len());
     wait_for(
-        "the quota to count the copies",
-        Duration::from_secs(30),
-        || async {
-            let q = quotas.get(COPY_QUOTA).await?;
-            let used = q.status.and_then(|s| s.used).unwrap_or_default();
-            Ok(if used.is_empty() {
-                Err("not yet")
-            } else {
-                Ok(())
-            })
+        "the quota to count as many copies as it allows",
+        Duration::from_secs(60),
+        || {
+            let (quotas, hub_ns, hard) = (quotas.clone(), hub_ns.clone(), &hard);
+            async move {
+                let limit = hard.get().to_string();
+                let quota = serde_json::json!({
+                    "apiVersion": "v1", "kind": "ResourceQuota",
+                    "metadata": { "name": COPY_QUOTA, "namespace": hub_ns },
+                    "spec": { "hard": { COPIES: limit } },
+                });
+                quotas
+                    .patch(
+                        COPY_QUOTA,
+                        &PatchParams::apply("atoll-e2e"),
+                        &Patch::Apply(&quota),
+                    )
+                    .await?;
+                let status = quotas.get(COPY_QUOTA).await?.status.unwrap_or_default();
+                let counted = |m: Option<BTreeMap<String, Quantity>>| {
+                    m.and_then(|m| m.get(COPIES).map(|q| q.0.clone()))
+                };
+                let (used, counted_hard) = (counted(status.used), counted(status.hard));
+                Ok(match (used, counted_hard) {
+                    (Some(u), Some(h)) if u == limit && h == limit => Ok(()),
+                    (Some(u), Some(h)) if h == limit => {
+                        // Counted against this limit, but copies came or went meanwhile.
+                        if let Ok(n) = u.parse() {
+                            hard.set(n);
+                        }
+                        Err(format!("used {u}, hard {h}"))
+                    }
+                    (u, h) => Err(format!("not counted yet: used {u:?}, hard {h:?}")),
+                })
+            }
         },
     )
     .await?;
