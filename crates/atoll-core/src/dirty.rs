@@ -286,6 +286,17 @@ impl Retries {
         }
     }
 
+    /// Every service waiting for a retry is due at `now` (their attempts stay counted: failing
+    /// again, they wait as long as they would have).
+    pub fn expedite(&mut self, now: Instant) {
+        for at in self.due.values_mut() {
+            *at = (*at).min(now);
+        }
+        if let Some((_, at)) = &mut self.everything {
+            *at = (*at).min(now);
+        }
+    }
+
     /// What is due at `now` (taken off the schedule; its attempts are remembered until a pass
     /// succeeds): the services, and whether a full pass is.
     pub fn take_due(&mut self, now: Instant) -> (Vec<ServiceKey>, bool) {
@@ -514,5 +525,26 @@ mod tests {
         assert_eq!(retries.next(start), Some(Retries::FIRST * 2));
         retries.succeeded(None);
         assert_eq!(retries.next(start), None);
+    }
+
+    #[test]
+    fn expedited_retries_are_due_at_once_and_keep_their_attempts() {
+        let start = Instant::now();
+        let mut retries = Retries::default();
+        let a = BTreeSet::from([key("a")]);
+        for _ in 0..20 {
+            retries.failed(Some(&a), start);
+        }
+        retries.failed(None, start);
+        assert_eq!(retries.next(start), Some(Retries::FIRST));
+        let later = start + Duration::from_secs(1);
+        retries.expedite(later);
+        assert_eq!(retries.take_due(later), (vec![key("a")], true));
+        retries.failed(Some(&a), later);
+        assert_eq!(
+            retries.next(later),
+            Some(Retries::LAST),
+            "failing again, it waits as long as before"
+        );
     }
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::store::{Counters, Kind};
+use crate::store::{Counters, Kind, Restore};
 
 /// The one namespace every member has (where services are exported and imported).
 pub const NAMESPACE: &str = "app";
@@ -38,12 +38,15 @@ impl Hub {
         }
     }
 
-    /// Everything replaced by `backup` (objects re-created with new resourceVersions).
-    pub fn restore(&mut self, backup: &Hub) {
+    /// Everything replaced by `backup`, done `how`.
+    pub fn restore(&mut self, backup: &Hub, how: &Restore) {
         let counters = &mut self.counters;
-        self.records.restore(&backup.records, counters);
-        self.copies.restore(&backup.copies, counters);
-        self.leases.restore(&backup.leases, counters);
+        self.records.restore(&backup.records, counters, how.clone());
+        self.copies.restore(&backup.copies, counters, how.clone());
+        self.leases.restore(&backup.leases, counters, how.clone());
+        if let Restore::Etcd = how {
+            counters.version = backup.counters.version;
+        }
     }
 
     /// Every record, copy and heartbeat of member `cluster` deleted.

@@ -12,7 +12,7 @@ use atoll_core::plan::Refusal;
 use atoll_core::reconciler::{Outcome, Step};
 
 use crate::invariants::WriteKind;
-use crate::world::{World, in_collection, tracing};
+use crate::world::{World, tracing};
 
 /// Carries out `step` of replica `r` of member `m` with the agent's own executor.
 pub fn execute(world: &mut World, m: usize, r: usize, step: &Step) -> Outcome {
@@ -44,8 +44,23 @@ impl Apiserver for SimApi<'_> {
     async fn write(&self, write: Write<'_>) -> Result<(), Refusal> {
         // Each call runs to its end before the next starts: nothing awaits while borrowed.
         let mut world = self.world.borrow_mut();
-        let answer = world.call(self.m, self.r, write);
+        let mut answer = world.call(self.m, self.r, write);
         let kind = write.kind();
+        // Landed, but the client timed out before the answer came.
+        let unanswered = &mut world.members[self.m].unanswered_writes;
+        if answer.is_ok() && *unanswered > 0 {
+            *unanswered -= 1;
+            answer = Err(0);
+            world.exercise(&format!("unanswered {kind}"), 1);
+        }
+        if tracing() && !matches!(write, Write::Renew(..) | Write::Keep(_)) {
+            eprintln!(
+                "{:>6.2} s  {} {kind} {:?}",
+                world.elapsed.as_secs_f64(),
+                world.members[self.m].name,
+                answer
+            );
+        }
         world.exercise(
             &format!(
                 "{} {kind}",
@@ -217,26 +232,9 @@ impl World {
             Write::DeleteImport(key) => self.member_delete(m, r, "ServiceImport", key),
             Write::DeleteDerived(key) => self.member_delete(m, r, "Service", key),
             Write::DeleteSlice(key) => self.member_delete(m, r, "EndpointSlice", key),
-            // One write, deleting what its label selector matches, as the apiserver does.
             Write::DeleteSlices(collection) => {
                 self.write(m, r, false)?;
-                let keys = self
-                    .apis
-                    .members
-                    .get(&name)
-                    .map_or_else(Vec::new, |member| {
-                        member
-                            .slices
-                            .all()
-                            .filter(|s| in_collection(collection, &s.metadata))
-                            .map(|s| ObjectKey::of(&s.metadata))
-                            .collect()
-                    });
-                for key in &keys {
-                    self.delete_checked(&name, "EndpointSlice", key);
-                }
-                self.checks.wrote(&name, WriteKind::Member, self.now());
-                Ok(())
+                self.delete_collection(m, collection)
             }
             Write::ExportStatus(status) => {
                 self.write(m, r, false)?;

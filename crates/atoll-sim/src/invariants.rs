@@ -9,7 +9,9 @@
 //! (iv) once faults stop, every member converges to what a fault-free run holds;
 //! (v) no writes while idle;
 //! (vi) a member whose only trouble is its kept liveness decisions (writes refused, reads
-//!      failing, the ConfigMap lost or garbled) never stops beating, so nobody withdraws it.
+//!      failing, the ConfigMap lost or garbled) never stops beating, so nobody withdraws it;
+//! (vii) a collection deletes nothing its plan did not name (a selector also matches slices
+//!       written after the plan saw the member's).
 //!
 //! "Live" and "healthy" are judged from what the simulation knows for certain: an exporter is
 //! live while it has exported the service, heartbeated and suffered no fault for a whole
@@ -32,7 +34,7 @@ pub const WATCH_LAG: Duration = Duration::from_secs(1);
 /// A broken invariant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
-    /// 1 to 6.
+    /// 1 to 7.
     pub invariant: u8,
     pub what: String,
     /// Simulated seconds since the schedule began.
@@ -101,7 +103,7 @@ impl Checks {
         });
     }
 
-    fn violate_at(&mut self, invariant: u8, what: String, now: Instant) {
+    pub(crate) fn violate_at(&mut self, invariant: u8, what: String, now: Instant) {
         let at = self.at(now);
         self.violations.push(Violation {
             invariant,

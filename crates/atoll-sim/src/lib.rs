@@ -4,10 +4,13 @@
 //! seeded scheduler injects faults in any order (crashes and restarts at any step, leader
 //! changes, hub wipes and restores from older backups, partitions, failing and slow writes,
 //! clock jumps, members with different heartbeat intervals, duplicated, late and partial watch
-//! events, relists). The invariants (see [`invariants`]) are checked after every step; a
+//! events, relists; writes that land without an answer, collections refused or landing after
+//! the client gave up, etcd restores with resourceVersions going back, restores that re-create
+//! every object, a member unexporting everything at once). The invariants (see [`invariants`]) are checked after every step; a
 //! schedule is reproduced from its seed alone.
 
 pub mod apiserver;
+pub mod collections;
 pub mod executing;
 pub mod invariants;
 pub mod member;
@@ -46,8 +49,8 @@ pub struct Summary {
 }
 
 /// What every run of the default shape must reach: the writes of a withdrawal (a collection
-/// among them), a withdrawal and a restoration, refused keep writes, and every fault of the
-/// default shape. `make simulate` fails when one was never exercised.
+/// among them, refused and landing late too), a withdrawal and a restoration, refused keep
+/// writes, and every fault of the default shape. `make simulate` fails when one was never exercised.
 pub const MUST_EXERCISE: &[&str] = &[
     "write DeleteSlices",
     "write DeleteSlice",
@@ -75,6 +78,14 @@ pub const MUST_EXERCISE: &[&str] = &[
     "fault LoseKept",
     "fault GarbleKept",
     "fault UnreadableKept",
+    "fault Unanswered",
+    "fault RefuseCollections",
+    "fault LateCollections",
+    "fault EtcdRestore",
+    "fault RecreatingRestore",
+    "fault MassUnexport",
+    "collection fallback",
+    "collection landing late",
 ];
 
 impl Summary {

@@ -31,4 +31,12 @@ pub struct MemberState {
     pub refuse_kept: bool,
     /// Every read of the kept decisions fails (no permission, a timeout).
     pub unreadable_kept: bool,
+    /// The next writes land but no answer comes (the client timed out first).
+    pub unanswered_writes: u32,
+    /// Its apiserver refuses `deletecollection` of MCS slices with this status (403: an agent
+    /// whose RBAC predates the verb; 405).
+    pub refuse_collections: Option<u16>,
+    /// Its apiserver answers no collection in time, and goes on deleting after the client gave
+    /// up: each lands later (see `World::late`).
+    pub late_collections: bool,
 }

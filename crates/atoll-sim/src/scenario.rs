@@ -18,8 +18,9 @@ pub use crate::apiserver::NAMESPACE;
 /// The services members may export.
 pub const SERVICES: [&str; 3] = ["web", "api", "db"];
 
-/// Services one member may export together, none changed by faults: enough MCS slices of one
-/// source cluster in one namespace for a withdrawal to delete them with a collection.
+/// Services one member may export together (changed only by a mass unexport): enough MCS
+/// slices of one source cluster in one namespace for a withdrawal to delete them with a
+/// collection.
 pub const BULK: [&str; 8] = [
     "bulk-0", "bulk-1", "bulk-2", "bulk-3", "bulk-4", "bulk-5", "bulk-6", "bulk-7",
 ];

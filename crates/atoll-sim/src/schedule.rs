@@ -20,6 +20,7 @@ use crate::apiserver::Hub;
 use crate::invariants::Violation;
 use crate::replica::{Rhythm, Which};
 use crate::scenario::{BULK, SERVICES, Scenario};
+use crate::store::Restore;
 use crate::world::{World, tracing};
 
 /// How a schedule runs.
@@ -41,6 +42,10 @@ pub struct Shape {
     pub region_fault_rate: f64,
     /// Chance that one member exports the [`BULK`] services too (see [`bulk_exports`]).
     pub bulk_exports: f64,
+    /// Chance in each quantum of a fault of how an apiserver answers writes (landed without
+    /// an answer, collections refused or landing late, restores of other kinds, a member
+    /// unexporting everything at once), from a stream of its own too.
+    pub write_fault_rate: f64,
 }
 
 impl Default for Shape {
@@ -63,6 +68,7 @@ impl Default for Shape {
             // Each such schedule plans four times the services: 10,000 schedules took 226 s
             // on 2 cores without them, 280 s at 0.15, 327 s at 0.3.
             bulk_exports: 0.1,
+            write_fault_rate: 0.03,
         }
     }
 }
@@ -111,6 +117,20 @@ enum Fault {
     /// Every member but one crashes in the same step (all their replicas), and all come back
     /// together later.
     CrashRegion,
+    /// The member's next writes land, but the client times out before the answer comes.
+    Unanswered,
+    /// The member's apiserver refuses collections for a while (RBAC without the verb).
+    RefuseCollections,
+    /// The member's apiserver answers no collection in time and deletes after the client
+    /// gave up.
+    LateCollections,
+    /// The hub's etcd restored from a snapshot: resourceVersions go back.
+    EtcdRestore,
+    /// The hub restored by a tool that creates every object anew.
+    RecreatingRestore,
+    /// The member unexports everything at once (a namespace emptied), and exports some of it
+    /// again moments later.
+    MassUnexport,
 }
 
 const FAULTS: [Fault; 12] = [
@@ -136,6 +156,16 @@ const KEPT_FAULTS: [Fault; 4] = [
     Fault::UnreadableKept,
 ];
 
+/// The faults of how apiservers answer writes (drawn with `Shape::write_fault_rate`).
+const WRITE_FAULTS: [Fault; 6] = [
+    Fault::Unanswered,
+    Fault::RefuseCollections,
+    Fault::LateCollections,
+    Fault::EtcdRestore,
+    Fault::RecreatingRestore,
+    Fault::MassUnexport,
+];
+
 /// Something a fault undoes later.
 #[derive(Clone, Copy, Debug)]
 enum Heal {
@@ -144,6 +174,10 @@ enum Heal {
     FastWrites(usize),
     AcceptKept(usize),
     ReadableKept(usize),
+    AllowCollections(usize),
+    TimelyCollections(usize),
+    /// Member, index into [`SERVICES`] then [`BULK`]: exported again.
+    Export(usize, usize),
 }
 
 /// What one schedule did.
@@ -185,6 +219,7 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
     let mut backups: Vec<Hub> = Vec::new();
     let mut kept_rng = StdRng::seed_from_u64(seed ^ KEPT_STREAM);
     let mut region_rng = StdRng::seed_from_u64(seed ^ REGION_STREAM);
+    let mut write_rng = StdRng::seed_from_u64(seed ^ WRITE_STREAM);
     let quanta = (shape.faults.as_millis() / shape.quantum.as_millis().max(1)) as usize;
     for _ in 0..quanta {
         if rng.random_bool(shape.fault_rate) {
@@ -206,6 +241,16 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
                 &mut world,
                 &mut region_rng,
                 &[Fault::CrashRegion],
+                &mut heals,
+                &mut backups,
+            );
+            report.faults += 1;
+        }
+        if write_rng.random_bool(shape.write_fault_rate) {
+            inject(
+                &mut world,
+                &mut write_rng,
+                &WRITE_FAULTS,
                 &mut heals,
                 &mut backups,
             );
@@ -245,6 +290,8 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
         member.write_latency = Duration::ZERO;
         member.refuse_kept = false;
         member.unreadable_kept = false;
+        member.unanswered_writes = 0;
+        member.late_collections = false;
         while world.members[m].replicas.len() < REPLICAS {
             world.start_replica(m);
         }
@@ -301,6 +348,15 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
     report.repeats = world.checks.repeats;
     report.exercised = std::mem::take(&mut world.exercised);
     if tracing() {
+        for record in world.apis.hub.records.all() {
+            eprintln!(
+                "hub record {}",
+                atoll_api::keys::ObjectKey::of(&record.metadata)
+            );
+        }
+        for lease in world.apis.hub.leases.all() {
+            eprintln!("hub lease {:?}", lease.metadata.annotations);
+        }
         eprintln!(
             "planned {} services, {} full passes, {} steps",
             world.planned, world.full_passes, report.steps
@@ -333,6 +389,16 @@ fn bulk_exports(world: &mut World, seed: u64, rate: f64) {
     let m = pick(&mut rng, world.members.len());
     for service in BULK {
         world.export(m, service, 1);
+    }
+    // Some members' agents have RBAC without `deletecollection` (installed before it was
+    // needed), for the whole schedule: their withdrawals delete slice by slice. Some members'
+    // apiservers answer collections late until the faults end (an etcd slow to commit).
+    for member in &mut world.members {
+        if rng.random_bool(0.3) {
+            member.refuse_collections = Some(if rng.random_bool(0.5) { 403 } else { 405 });
+        } else if rng.random_bool(0.4) {
+            member.late_collections = true;
+        }
     }
 }
 
@@ -394,6 +460,7 @@ fn regular(
             }
         }
         world.advance(quantum);
+        world.land_late();
         world.note_leaderless();
         let (sources, origin, now) = (world.slice_sources(), world.origin(), world.now());
         world
@@ -424,6 +491,8 @@ const KEPT_STREAM: u64 = 0x6b65_7074_6661_756c;
 /// The stream of [`bulk_exports`].
 const BULK_STREAM: u64 = 0x6275_6c6b_6578_7073;
 const REGION_STREAM: u64 = 0x7265_6769_6f6e_2121;
+/// Seeds the stream of write faults.
+const WRITE_STREAM: u64 = 0x7772_6974_6573_2121;
 
 fn inject(
     world: &mut World,
@@ -493,26 +562,46 @@ fn inject(
             world.apis.hub.wipe(&name);
         }
         Fault::Backup => backups.push(world.apis.hub.snapshot()),
-        Fault::RestoreHub => {
-            if let Some(backup) = backups.get(pick(rng, backups.len())).cloned() {
-                world.apis.hub.restore(&backup);
-                let now = world.now();
-                let last_steps = world
-                    .members
-                    .iter()
-                    .filter_map(|m| {
-                        let oldest = m.replicas.iter().filter_map(|r| r.last_step).min()?;
-                        Some((m.name.clone(), oldest))
-                    })
-                    .collect();
-                world.checks.restored(now, &last_steps);
-                // Watches of a restored apiserver get 410 Gone and relist.
-                for m in 0..world.members.len() {
-                    for r in 0..world.members[m].replicas.len() {
-                        for which in [Which::Records, Which::Copies, Which::Leases] {
-                            world.relist(m, r, which);
-                        }
-                    }
+        Fault::RestoreHub => restore_hub(world, rng, backups, Restore::Replay),
+        Fault::EtcdRestore => restore_hub(world, rng, backups, Restore::Etcd),
+        Fault::RecreatingRestore => {
+            let now = world.hub_wall();
+            restore_hub(world, rng, backups, Restore::Recreate(now));
+        }
+        Fault::Unanswered => world.members[m].unanswered_writes = rng.random_range(1..=6),
+        Fault::RefuseCollections => {
+            world.members[m].refuse_collections =
+                Some(if rng.random_bool(0.5) { 403 } else { 405 });
+            heals.push((now + seconds(rng, 5, 40), Heal::AllowCollections(m)));
+        }
+        Fault::LateCollections => {
+            world.members[m].late_collections = true;
+            heals.push((now + seconds(rng, 5, 30), Heal::TimelyCollections(m)));
+        }
+        Fault::MassUnexport => {
+            let name = world.members[m].name.clone();
+            let exported: Vec<usize> = SERVICES
+                .iter()
+                .chain(BULK.iter())
+                .enumerate()
+                .filter(|(_, s)| {
+                    world
+                        .scenario
+                        .exports
+                        .get(&name)
+                        .is_some_and(|e| e.contains_key(**s))
+                })
+                .map(|(i, _)| i)
+                .collect();
+            for i in &exported {
+                world.unexport(m, exported_name(*i));
+            }
+            for i in exported {
+                if rng.random_bool(0.5) {
+                    heals.push((
+                        now + Duration::from_millis(rng.random_range(250..3000)),
+                        Heal::Export(m, i),
+                    ));
                 }
             }
         }
@@ -526,16 +615,16 @@ fn inject(
             heals.push((now + seconds(rng, 3, 12), Heal::FastWrites(m)));
         }
         Fault::RefuseCopy => {
-            // From now on the hub refuses, for good, this member's copy of a service it does
-            // not export yet (its name is too long, say): once it exports it, that write fails.
+            // From now on the hub refuses, for good, this member's copy of a service it never
+            // exported (its name is too long, say): once it exports it, that write fails. Not
+            // one it exported before: a backup of the hub may hold its copy, and a restore
+            // would bring back what a fault-free run never has.
             let service = SERVICES[pick(rng, SERVICES.len())];
             let name = world.members[m].name.clone();
-            let exports = world
-                .scenario
-                .exports
-                .get(&name)
-                .is_some_and(|e| e.contains_key(service));
-            if !exports {
+            let exported = world
+                .exported_ever
+                .contains(&(name.clone(), service.to_owned()));
+            if !exported {
                 world.scenario.refused.insert((name, service.to_owned()));
             }
         }
@@ -584,6 +673,42 @@ fn inject(
     }
 }
 
+/// Service `i` of [`SERVICES`] then [`BULK`].
+fn exported_name(i: usize) -> &'static str {
+    SERVICES
+        .iter()
+        .chain(BULK.iter())
+        .nth(i)
+        .copied()
+        .unwrap_or(SERVICES[0])
+}
+
+/// The hub restored, `how`, from one of the backups taken so far (if any).
+fn restore_hub(world: &mut World, rng: &mut StdRng, backups: &[Hub], how: Restore) {
+    let Some(backup) = backups.get(pick(rng, backups.len())).cloned() else {
+        return;
+    };
+    world.apis.hub.restore(&backup, &how);
+    let now = world.now();
+    let last_steps = world
+        .members
+        .iter()
+        .filter_map(|m| {
+            let oldest = m.replicas.iter().filter_map(|r| r.last_step).min()?;
+            Some((m.name.clone(), oldest))
+        })
+        .collect();
+    world.checks.restored(now, &last_steps);
+    // Watches of a restored apiserver get 410 Gone and relist.
+    for m in 0..world.members.len() {
+        for r in 0..world.members[m].replicas.len() {
+            for which in [Which::Records, Which::Copies, Which::Leases] {
+                world.relist(m, r, which);
+            }
+        }
+    }
+}
+
 /// The kept text `text` made unreadable (`how` 0: not JSON; 1: cut in half, as a write torn by
 /// a tool) or absurd (2: counters near the top of the range, as a hand edit).
 fn garbled(text: &str, how: usize) -> String {
@@ -626,6 +751,9 @@ fn apply_heal(world: &mut World, heal: Heal) {
             world.members[m].disturbed_at = world.now();
         }
         Heal::AcceptKept(m) => world.members[m].refuse_kept = false,
+        Heal::AllowCollections(m) => world.members[m].refuse_collections = None,
+        Heal::TimelyCollections(m) => world.members[m].late_collections = false,
+        Heal::Export(m, i) => world.export(m, exported_name(i), 1),
         Heal::ReadableKept(m) => world.members[m].unreadable_kept = false,
         Heal::FastWrites(m) => {
             world.members[m].write_latency = Duration::ZERO;

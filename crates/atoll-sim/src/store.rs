@@ -112,17 +112,31 @@ impl<K: Obj> Kind<K> {
         Some(gone)
     }
 
-    /// Replaces every object by `objects` (a restore from a backup): each is re-created with
-    /// a new resourceVersion, and watches must relist (`relist_from` says from where).
-    pub fn restore(&mut self, objects: &Kind<K>, counters: &mut Counters) {
+    /// Replaces every object by `objects` (a restore from a backup, done `how`); watches must
+    /// relist.
+    pub fn restore(&mut self, objects: &Kind<K>, counters: &mut Counters, how: Restore) {
         let keys: Vec<ObjectKey> = self.objects.keys().cloned().collect();
         for key in keys {
             self.delete(&key, counters);
         }
         for object in objects.objects.values() {
-            counters.version += 1;
             let mut copy = (**object).clone();
-            copy.meta_mut().resource_version = Some(counters.version.to_string());
+            let meta = copy.meta_mut();
+            match &how {
+                // The backup's objects as they were, resourceVersions and all.
+                Restore::Etcd => {}
+                Restore::Replay => {
+                    counters.version += 1;
+                    meta.resource_version = Some(counters.version.to_string());
+                }
+                Restore::Recreate(now) => {
+                    counters.version += 1;
+                    counters.uid += 1;
+                    meta.resource_version = Some(counters.version.to_string());
+                    meta.uid = Some(format!("uid-{}", counters.uid));
+                    meta.creation_timestamp = Some(now.clone());
+                }
+            }
             let copy = Arc::new(copy);
             self.objects
                 .insert(ObjectKey::of(copy.meta()), copy.clone());
@@ -137,6 +151,20 @@ impl<K: Obj> Kind<K> {
             log: Vec::new(),
         }
     }
+}
+
+/// How a backup comes back.
+#[derive(Clone, Debug)]
+pub enum Restore {
+    /// A tool that replays objects through the API keeping their metadata (Velero-like with
+    /// creationTimestamps kept): resourceVersions go on rising.
+    Replay,
+    /// etcd itself restored from a snapshot: the snapshot's resourceVersions, lower than ones
+    /// already handed out; the revision counter goes back with them.
+    Etcd,
+    /// A tool that creates the objects anew: new uids and creationTimestamps (`now`), which
+    /// moves them behind younger objects in every "oldest first" order.
+    Recreate(Time),
 }
 
 /// A watch of one kind: the view a replica's store holds and where it is in the log.

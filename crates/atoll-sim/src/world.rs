@@ -21,7 +21,8 @@ const MIN_BUDGET: Duration = Duration::from_millis(100);
 
 /// Whether to print what a schedule does (SIM_TRACE=1, with SIM_SCHEDULE).
 pub fn tracing() -> bool {
-    std::env::var_os("SIM_TRACE").is_some()
+    static TRACING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACING.get_or_init(|| std::env::var_os("SIM_TRACE").is_some())
 }
 
 /// The simulated ClusterSet.
@@ -46,6 +47,13 @@ pub struct World {
     /// `withdrawal`, ...): `make simulate` prints the totals and fails when a feature it must
     /// reach never was.
     pub exercised: BTreeMap<String, u64>,
+    /// Collections the client gave up on that their apiserver still carries out: when, in
+    /// whose apiserver, the names it listed when the request came (it deletes them by name,
+    /// one after another, as the apiserver does), and the request.
+    pub late: Vec<crate::collections::LateCollection>,
+    /// (member, service) for every service a member exported at some point: a backup of the
+    /// hub may hold its objects.
+    pub exported_ever: std::collections::BTreeSet<(String, String)>,
 }
 
 fn wall_at(elapsed: Duration, skew: Duration, ahead: bool) -> Time {
@@ -80,6 +88,8 @@ impl World {
             quanta: 0,
             caught_up: Duration::ZERO,
             exercised: BTreeMap::new(),
+            late: Vec::new(),
+            exported_ever: std::collections::BTreeSet::new(),
         };
         for (name, rhythm) in rhythms {
             world.members.push(MemberState {
@@ -97,6 +107,9 @@ impl World {
                 disturbed_at: start,
                 refuse_kept: false,
                 unreadable_kept: false,
+                unanswered_writes: 0,
+                refuse_collections: None,
+                late_collections: false,
             });
         }
         for m in 0..world.members.len() {
@@ -115,6 +128,11 @@ impl World {
     pub fn wall(&self, m: usize) -> Time {
         let s = &self.members[m];
         wall_at(self.elapsed, s.skew, s.skew_ahead)
+    }
+
+    /// The hub's wall clock (never skewed).
+    pub fn hub_wall(&self) -> Time {
+        wall_at(self.elapsed, Duration::ZERO, true)
     }
 
     pub fn advance(&mut self, by: Duration) {
@@ -137,7 +155,7 @@ impl World {
             (now, &wall),
             !self.members[m].unreadable_kept,
         );
-        if std::env::var_os("SIM_TRACE").is_some() {
+        if tracing() {
             eprintln!(
                 "{:>6.2} s  start {} kept={:?}",
                 self.elapsed.as_secs_f64(),
@@ -171,6 +189,8 @@ impl World {
         if let Some(member) = self.apis.members.get_mut(&name) {
             scenario::export(member, service, octet, &now);
         }
+        self.exported_ever
+            .insert((name.clone(), service.to_owned()));
         let exports = self.scenario.exports.entry(name.clone()).or_default();
         if !exports.contains_key(service) {
             self.checks
@@ -299,10 +319,7 @@ impl World {
             self.members[m].disturbed_at = now;
         }
         let importer = self.members[m].name.clone();
-        if std::env::var_os("SIM_TRACE").is_some()
-            && step.lead
-            && (step.plan.writes() > 0 || step.news != Default::default())
-        {
+        if tracing() && step.lead && (step.plan.writes() > 0 || step.news != Default::default()) {
             eprintln!(
                 "{:>6.2} s  {} ({}) writes {} {:?} withdrawn={:?} stale={:?} pinned={:?} blind={}",
                 self.elapsed.as_secs_f64(),
@@ -605,21 +622,4 @@ impl World {
         }
         out
     }
-}
-
-/// Whether a `deletecollection` of `collection` matches an EndpointSlice with `meta`.
-pub(crate) fn in_collection(
-    collection: &atoll_core::plan::SliceCollection,
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> bool {
-    let label = |key: &str| {
-        meta.labels
-            .as_ref()
-            .and_then(|l| l.get(key))
-            .map(String::as_str)
-    };
-    meta.namespace.as_deref() == Some(collection.namespace.as_str())
-        && label(atoll_api::labels::ENDPOINTSLICE_MANAGED_BY)
-            == Some(atoll_api::labels::ATOLL_ENDPOINTSLICE_MANAGER)
-        && label(atoll_api::labels::SOURCE_CLUSTER).is_some_and(|c| collection.selects(c))
 }

@@ -16,6 +16,7 @@
 //!    whose apply failed: it may not exist); the exports' statuses; the ClusterProfile's;
 //! 3. the Events on rejected hub records.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
@@ -120,8 +121,46 @@ pub const COLLECTIONS_IN_FLIGHT: usize = 32;
 /// on the local ClusterSet, where it is CPU bound.
 pub const SLICE_DELETES_IN_FLIGHT: usize = 64;
 
+/// An [`Apiserver`] that counts the plan's writes and those that went unanswered.
+struct Counted<'a, A> {
+    api: &'a A,
+    writes: Cell<usize>,
+    unanswered: Cell<usize>,
+}
+
+impl<A: Apiserver> Apiserver for Counted<'_, A> {
+    async fn write(&self, write: Write<'_>) -> Result<(), Refusal> {
+        let answer = self.api.write(write).await;
+        if !matches!(write, Write::Renew(..) | Write::Keep(_)) {
+            self.writes.set(self.writes.get() + 1);
+            if let Err(refusal) = &answer
+                && Answer::of_status(refusal.code) == Answer::Unanswered
+            {
+                self.unanswered.set(self.unanswered.get() + 1);
+            }
+        }
+        answer
+    }
+
+    async fn notice(&self, notice: Notice<'_>) {
+        self.api.notice(notice).await;
+    }
+}
+
 /// Carries out `step` through `api`; returns what its answers teach the reconciler.
 pub async fn execute(api: &impl Apiserver, step: &Step) -> Outcome {
+    let counted = Counted {
+        api,
+        writes: Cell::new(0),
+        unanswered: Cell::new(0),
+    };
+    let mut outcome = execute_counted(&counted, step).await;
+    outcome.writes = counted.writes.get();
+    outcome.unanswered = counted.unanswered.get();
+    outcome
+}
+
+async fn execute_counted(api: &impl Apiserver, step: &Step) -> Outcome {
     let plan = &step.plan;
     let mut outcome = Outcome::default();
     if let Some(kept) = &step.keep {

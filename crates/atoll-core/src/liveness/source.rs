@@ -346,10 +346,25 @@ impl Source {
         wall: &Time,
         grace: Duration,
     ) -> Judged {
-        // The newest claim wins; an older one (a Lease restored from a backup) is ignored, and
-        // none older than one accepted counts (so objects restored with it are never taken).
+        // What the member claims now is on the Lease with the newest beat this process has
+        // taken: beat counters only grow, so no restore brings such a Lease back, and a Lease
+        // with an older beat (restored from a backup) is ignored whatever epoch it names. A
+        // member whose kept block was lost while the hub was restored and its clock set back
+        // (the README's triple fault) repeats epochs as well as beats: judged by epochs, its
+        // claim never counted again once its beats passed the highest, and the objects held
+        // for it stayed as they were for good (the simulation's schedule 9898988215644743632:
+        // an importer kept a service the member had stopped exporting); and a restore then
+        // brought back a higher epoch. Leases without beat counters (agents that predate
+        // them) are judged by epochs: the newest wins, and none older than one accepted
+        // counts (so objects restored with it are never taken).
+        let on_newest_beat =
+            matches!(heartbeat.beat, Beat::Counter(_)) && heartbeat.beat == self.last_beat;
+        let newest_claim = |seen: &Claim| match heartbeat.beat {
+            Beat::Counter(_) => on_newest_beat,
+            _ => self.claim.as_ref().is_none_or(|c| seen.epoch >= c.epoch),
+        };
         if let Some(seen) = &heartbeat.claim
-            && self.claim.as_ref().is_none_or(|c| seen.epoch >= c.epoch)
+            && newest_claim(seen)
         {
             self.claim = Some(seen.clone());
         }
@@ -367,7 +382,7 @@ impl Source {
         }
         let ids = identities(current);
         let matches = match &self.claim {
-            Some(c) if c.epoch >= self.accepted_epoch => {
+            Some(c) if c.epoch >= self.accepted_epoch || on_newest_beat => {
                 c.digest == self.digest.digest(current, &ids)
             }
             _ => false,

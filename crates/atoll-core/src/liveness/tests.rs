@@ -596,3 +596,58 @@ fn a_cluster_unmatched_and_matched_again_plans_all_its_services() {
         "matched again: all its services planned"
     );
 }
+
+/// c2's Lease with beat counter `beat`, claiming `records` with epoch `epoch`.
+fn beating(beat: u64, epoch: u64, records: &[Arc<ExportedService>]) -> Arc<Lease> {
+    let mut l = Lease::default();
+    l.metadata.name = Some(LEASE_NAME.into());
+    l.metadata.namespace = Some("atoll-c2".into());
+    let claim = Claim {
+        epoch,
+        digest: publication_digest(records, &[]),
+    };
+    l.metadata.annotations = Some(BTreeMap::from([
+        (CLAIM_ANNOTATION.into(), claim.encode()),
+        (atoll_api::hub::BEAT_ANNOTATION.into(), beat.to_string()),
+    ]));
+    Arc::new(l)
+}
+
+#[test]
+fn a_claim_with_a_repeated_epoch_counts_once_its_beats_are_above_every_one_seen() {
+    // The triple fault (kept block lost, hub restored, clock set back) makes a member repeat
+    // epochs as well as beats. Mutation: believing only claims of a higher epoch kept the
+    // service c2 stopped exporting in this importer for good (the simulation's schedule
+    // 9898988215644743632).
+    let start = Instant::now();
+    let at = |s: u64| start + Duration::from_secs(s);
+    let mut tracker = Tracker::new("c1", settings());
+    let c2 = |view: &View| -> Vec<String> {
+        let mut names: Vec<String> = view
+            .records
+            .iter()
+            .filter(|r| r.spec.cluster == "c2")
+            .map(|r| r.spec.name.clone())
+            .collect();
+        names.sort();
+        names
+    };
+    let both = vec![record("c2", "b"), record("c2", "c")];
+    tracker.update(at(0), &wall(0), &[beating(10, 10, &both)], &both, &[]);
+    let view = tracker.update(at(1), &wall(1), &[beating(11, 10, &both)], &both, &[]);
+    assert_eq!(c2(&view), ["b", "c"]);
+    let view = tracker.update(at(2), &wall(2), &[beating(12, 12, &both)], &both, &[]);
+    assert_eq!(c2(&view), ["b", "c"], "epoch 12 accepted");
+    // c2 restarts after the triple fault, no longer exports "c" and repeats beats and epochs.
+    let only_b = vec![record("c2", "b")];
+    for (t, beat) in [(3, 5), (4, 6)] {
+        let view = tracker.update(at(t), &wall(t), &[beating(beat, 5, &only_b)], &only_b, &[]);
+        assert_eq!(c2(&view), ["b", "c"], "repeated beats are no evidence");
+    }
+    // Its beats pass the highest seen: what it claims now counts, older epoch or not.
+    let view = tracker.update(at(5), &wall(5), &[beating(13, 5, &only_b)], &only_b, &[]);
+    assert_eq!(c2(&view), ["b"]);
+    // A Lease restored from a backup afterwards (an older beat, the old claim) changes nothing.
+    let view = tracker.update(at(6), &wall(6), &[beating(12, 12, &both)], &both, &[]);
+    assert_eq!(c2(&view), ["b"]);
+}

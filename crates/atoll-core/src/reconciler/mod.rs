@@ -150,6 +150,10 @@ pub struct Outcome {
     pub renewal: Option<bool>,
     /// Whether the kept decisions were written (`Err`: the API's message).
     pub kept: Option<Result<(), String>>,
+    /// Writes of the plan sent (the renewal and the kept decisions aside), and how many of
+    /// them got no answer or one to try again (a timeout, 409, 429, 5xx).
+    pub writes: usize,
+    pub unanswered: usize,
 }
 
 /// The agent's decisions across passes.
@@ -158,6 +162,8 @@ pub struct Reconciler {
     config: Config,
     queue: DirtyQueue,
     retries: Retries,
+    /// Some write of a failed pass went unanswered, and no pass has written everything since.
+    api_unanswered: bool,
     /// Services whose cluster selection is held (`crate::selection::hold`): planned again when
     /// the hold ends.
     revisits: BTreeMap<ServiceKey, Instant>,
@@ -223,6 +229,7 @@ impl Reconciler {
             config,
             queue,
             retries: Retries::default(),
+            api_unanswered: false,
             revisits: BTreeMap::new(),
             books: Books::default(),
             tracker,
@@ -577,8 +584,16 @@ impl Reconciler {
         }
         if outcome.errors > 0 {
             self.retries.failed(scope.as_ref(), now);
+            self.api_unanswered |= outcome.unanswered > 0;
         } else {
             self.retries.succeeded(scope.as_ref());
+            // The apiservers answer again after writes went unanswered (slow, restarting,
+            // cut off): what failed for that is tried now, not when its doubled delay (up to
+            // 30 s) ends.
+            if self.api_unanswered && outcome.writes > 0 {
+                self.api_unanswered = false;
+                self.retries.expedite(now);
+            }
         }
     }
 

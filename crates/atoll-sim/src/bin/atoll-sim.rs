@@ -2,7 +2,8 @@
 //! invariant violations (seed S)`. SIM_SCHEDULES (default 10000), SIM_SEED (default: from the
 //! clock, printed), SIM_SCHEDULE (one schedule's seed, printed with its violations: reruns a
 //! failing schedule alone), SIM_THREADS (default 2), SIM_REGION_FAULT_RATE (the region fault's
-//! chance per quantum; 0 by default). Before the last line it prints what the
+//! chance per quantum; 0 by default), SIM_WRITE_FAULT_RATE (the write faults': landed without
+//! an answer, collections refused or late, etcd and re-creating restores, mass unexports). Before the last line it prints what the
 //! schedules exercised (writes by kind, refusals, withdrawals, faults). Exits 1 on any
 //! violation, and on a run of at least 1,000 schedules that never reached something
 //! `atoll_sim::MUST_EXERCISE` names.
@@ -14,13 +15,19 @@ fn env(name: &str) -> Option<u64> {
 }
 
 fn main() {
-    // SIM_REGION_FAULT_RATE turns on the region fault (off in the default shape).
-    let shape = atoll_sim::Shape {
-        region_fault_rate: std::env::var("SIM_REGION_FAULT_RATE")
+    // SIM_REGION_FAULT_RATE turns on the region fault (off in the default shape);
+    // SIM_WRITE_FAULT_RATE sets the write faults' (0 replays schedules as before they existed).
+    let rate = |name: &str, default: f64| {
+        std::env::var(name)
             .ok()
             .and_then(|r| r.parse().ok())
-            .unwrap_or(atoll_sim::Shape::default().region_fault_rate),
-        ..atoll_sim::Shape::default()
+            .unwrap_or(default)
+    };
+    let default = atoll_sim::Shape::default();
+    let shape = atoll_sim::Shape {
+        region_fault_rate: rate("SIM_REGION_FAULT_RATE", default.region_fault_rate),
+        write_fault_rate: rate("SIM_WRITE_FAULT_RATE", default.write_fault_rate),
+        ..default
     };
     let started = Instant::now();
     if let Some(seed) = env("SIM_SCHEDULE") {
