@@ -10,6 +10,11 @@
 
 use std::time::Instant;
 
+/// The agent's allocator (see `atoll`'s main): the simulation allocates and frees as its
+/// passes do, and spent a third of its time in the C library's allocator.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn env(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.parse().ok()
 }
