@@ -12,6 +12,7 @@ use atoll_core::plan::Refusal;
 use atoll_core::reconciler::{Outcome, Step};
 
 use crate::invariants::WriteKind;
+use crate::ordering::Answered;
 use crate::world::{World, tracing};
 
 /// Carries out `step` of replica `r` of member `m` with the agent's own executor.
@@ -20,6 +21,8 @@ pub fn execute(world: &mut World, m: usize, r: usize, step: &Step) -> Outcome {
         world: RefCell::new(world),
         m,
         r,
+        step,
+        answered: RefCell::new(Answered::default()),
     };
     // Every simulated call answers at once: the executor's future completes in one poll, its
     // calls in one deterministic order.
@@ -31,6 +34,8 @@ struct SimApi<'w> {
     world: RefCell<&'w mut World>,
     m: usize,
     r: usize,
+    step: &'w Step,
+    answered: RefCell<Answered>,
 }
 
 fn refusal(code: u16) -> Refusal {
@@ -44,6 +49,12 @@ impl Apiserver for SimApi<'_> {
     async fn write(&self, write: Write<'_>) -> Result<(), Refusal> {
         // Each call runs to its end before the next starts: nothing awaits while borrowed.
         let mut world = self.world.borrow_mut();
+        if let Write::ImportStatus(status) = write
+            && let Some(wrong) = self.answered.borrow().status_too_early(self.step, status)
+        {
+            let now = world.now();
+            world.checks.violate_at(8, wrong, now);
+        }
         let mut answer = world.call(self.m, self.r, write);
         let kind = write.kind();
         // Landed, but the client timed out before the answer came.
@@ -61,6 +72,7 @@ impl Apiserver for SimApi<'_> {
                 answer
             );
         }
+        self.answered.borrow_mut().answer(write, answer.is_ok());
         world.exercise(
             &format!(
                 "{} {kind}",

@@ -11,7 +11,9 @@
 //! (vi) a member whose only trouble is its kept liveness decisions (writes refused, reads
 //!      failing, the ConfigMap lost or garbled) never stops beating, so nobody withdraws it;
 //! (vii) a collection deletes nothing its plan did not name (a selector also matches slices
-//!       written after the plan saw the member's).
+//!       written after the plan saw the member's);
+//! (viii) an import's status is written after its data plane's writes of the same step were
+//!        answered, and never for an import whose apply failed (see `crate::ordering`).
 //!
 //! "Live" and "healthy" are judged from what the simulation knows for certain: an exporter is
 //! live while it has exported the service, heartbeated and suffered no fault for a whole
@@ -34,7 +36,7 @@ pub const WATCH_LAG: Duration = Duration::from_secs(1);
 /// A broken invariant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
-    /// 1 to 7.
+    /// 1 to 8.
     pub invariant: u8,
     pub what: String,
     /// Simulated seconds since the schedule began.

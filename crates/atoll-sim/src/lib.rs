@@ -14,6 +14,7 @@ pub mod collections;
 pub mod executing;
 pub mod invariants;
 pub mod member;
+pub mod ordering;
 pub mod replica;
 pub mod scenario;
 pub mod schedule;
