@@ -4,7 +4,7 @@
 
 use atoll_api::keys::ObjectKey;
 use atoll_core::announce::Announcement;
-use atoll_core::plan::{ExportStatus, ImportStatus, Rejected};
+use atoll_core::events::About;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 
@@ -50,40 +50,38 @@ fn event(announcement: &Announcement) -> Event {
     }
 }
 
-/// Publishes the Events of one export's status change. A failed Event is logged, never fatal.
-pub async fn publish(to: &Announcer, status: &ExportStatus) {
-    if status.announcements.is_empty() {
-        return;
-    }
-    let reference = ObjectReference {
-        api_version: Some("multicluster.x-k8s.io/v1beta1".to_owned()),
-        kind: Some("ServiceExport".to_owned()),
-        namespace: Some(status.key.namespace.clone()),
-        name: Some(status.key.name.clone()),
-        uid: status.uid.clone(),
-        ..Default::default()
-    };
-    for announcement in &status.announcements {
-        if let Err(error) = to.publish(&event(announcement), &reference).await {
-            tracing::warn!(%error, export = %status.key, reason = %announcement.reason, "publishing an Event failed");
+/// Publishes `event` as the executor asks; whether it was published (the reconciler has it
+/// published again if not). A failure is logged.
+pub async fn publish(to: &Announcer, event: &atoll_core::events::Event) -> bool {
+    let announcement = &event.announcement;
+    match &event.about {
+        About::Export { key, uid } => {
+            let reference = ObjectReference {
+                api_version: Some("multicluster.x-k8s.io/v1beta1".to_owned()),
+                kind: Some("ServiceExport".to_owned()),
+                namespace: Some(key.namespace.clone()),
+                name: Some(key.name.clone()),
+                uid: uid.clone(),
+                ..Default::default()
+            };
+            match to.publish(&self::event(announcement), &reference).await {
+                Ok(()) => true,
+                Err(error) => {
+                    tracing::warn!(%error, export = %key, reason = %announcement.reason, "publishing an Event failed: published again later");
+                    false
+                }
+            }
+        }
+        About::Import(key) => announce_about(to, "ServiceImport", key, announcement, None).await,
+        About::Member(related) => {
+            let related = related.as_ref().map(|(kind, key)| hub_object(kind, key));
+            announce_on_member(to, announcement, related).await
         }
     }
 }
 
-/// Publishes the Events of one import's status change (a source cluster withdrawn or back).
-pub async fn publish_on_import(to: &Announcer, status: &ImportStatus) {
-    for announcement in &status.announcements {
-        announce_on(to, "ServiceImport", &status.key, announcement).await;
-    }
-}
-
-/// Publishes one Event on the MCS object `kind` `key`. A failed Event is logged, never fatal.
-pub async fn announce_on(to: &Announcer, kind: &str, key: &ObjectKey, announcement: &Announcement) {
-    let _published = announce_about(to, kind, key, announcement, None).await;
-}
-
-/// [`announce_on`], about `related` (a hub object): Events on one object with one reason are
-/// one series unless their related objects differ. Whether it was published (a replica that
+/// An Event on the MCS object `kind` `key`, about `related` (a hub object): Events on one
+/// object with one reason are one series unless their related objects differ. Whether it was published (a replica that
 /// does not lead, or a failed write, publishes nothing).
 pub async fn announce_about(
     to: &Announcer,
@@ -147,25 +145,6 @@ pub async fn announce_on_member(
             false
         }
     }
-}
-
-/// A Warning Event about a hub record this member will not use, on the member's own id
-/// ClusterProperty (so `kubectl describe clusterproperty cluster.clusterset.k8s.io` and
-/// `kubectl get events -n default` show it): members cannot write Events on the hub.
-pub async fn announce_rejected(to: &Announcer, rejected: &Rejected) {
-    let announcement = Announcement {
-        warning: true,
-        reason: "HubRecordRejected".to_owned(),
-        note: format!(
-            "ignoring hub record {}: {}",
-            rejected.record, rejected.problem
-        ),
-        action: "Import",
-    };
-    // The record itself as the related object: one Event per record, not one series for
-    // every rejected record.
-    let record = hub_object("ExportedService", &rejected.record);
-    let _published = announce_on_member(to, &announcement, Some(record)).await;
 }
 
 #[cfg(test)]

@@ -127,21 +127,18 @@ impl Apiserver for KubeApi<'_> {
         })
     }
 
-    async fn notice(&self, notice: Notice<'_>) {
-        let announcer = &self.context.announcer;
+    async fn notice(&self, notice: Notice<'_>) -> bool {
         match notice {
-            Notice::Withdrawn(key, announcement) => {
-                events::announce_on(announcer, "ServiceImport", key, announcement).await;
+            Notice::Event(event) => events::publish(&self.context.announcer, event).await,
+            Notice::CollectionRefused(collection) => {
+                tracing::warn!(
+                    namespace = %collection.namespace,
+                    source_clusters = %collection.source_clusters.join(","),
+                    "the collection was refused: deleting its {} slices one by one",
+                    collection.slices.len()
+                );
+                true
             }
-            Notice::ImportStatus(status) => events::publish_on_import(announcer, status).await,
-            Notice::ExportStatus(status) => events::publish(announcer, status).await,
-            Notice::Rejected(rejected) => events::announce_rejected(announcer, rejected).await,
-            Notice::CollectionRefused(collection) => tracing::warn!(
-                namespace = %collection.namespace,
-                source_clusters = %collection.source_clusters.join(","),
-                "the collection was refused: deleting its {} slices one by one",
-                collection.slices.len()
-            ),
         }
     }
 }

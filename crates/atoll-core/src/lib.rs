@@ -36,6 +36,7 @@ pub mod corefile_input;
 pub mod derived;
 pub mod diff;
 pub mod dirty;
+pub mod events;
 pub mod executor;
 pub mod explain;
 pub mod export;

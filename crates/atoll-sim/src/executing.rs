@@ -83,11 +83,39 @@ impl Apiserver for SimApi<'_> {
         answer.map_err(refusal)
     }
 
-    /// Events are not simulated (the agent's are decided by the executor all the same); a
-    /// refused collection's fallback is counted.
-    async fn notice(&self, notice: Notice<'_>) {
-        if let Notice::CollectionRefused(_) = notice {
-            self.world.borrow_mut().exercise("collection fallback", 1);
+    /// Events go to the member's apiserver, which may refuse them (a fault); invariant (ix)
+    /// follows each refused one until it is published. A refused collection's fallback is
+    /// counted.
+    async fn notice(&self, notice: Notice<'_>) -> bool {
+        let mut world = self.world.borrow_mut();
+        match notice {
+            Notice::Event(event) => {
+                let member = world.members[self.m].name.clone();
+                let replica = world.members[self.m].replicas[self.r].identity.clone();
+                let published = !world.members[self.m].refuse_events;
+                world.checks.event(&member, &replica, event, published);
+                if tracing() {
+                    eprintln!(
+                        "{:>6.2} s  {replica} event {} on {:?} published={published}",
+                        world.elapsed.as_secs_f64(),
+                        event.announcement.reason,
+                        event.about
+                    );
+                }
+                world.exercise(
+                    if published {
+                        "event published"
+                    } else {
+                        "event refused"
+                    },
+                    1,
+                );
+                published
+            }
+            Notice::CollectionRefused(_) => {
+                world.exercise("collection fallback", 1);
+                true
+            }
         }
     }
 }

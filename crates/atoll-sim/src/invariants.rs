@@ -13,7 +13,9 @@
 //! (vii) a collection deletes nothing its plan did not name (a selector also matches slices
 //!       written after the plan saw the member's);
 //! (viii) an import's status is written after its data plane's writes of the same step were
-//!        answered, and never for an import whose apply failed (see `crate::ordering`).
+//!        answered, and never for an import whose apply failed (see `crate::ordering`);
+//! (ix) an Event the API refused is published later, by the replica that holds it, if that
+//!      replica still leads once the faults are over (a crashed one's memory is gone).
 //!
 //! "Live" and "healthy" are judged from what the simulation knows for certain: an exporter is
 //! live while it has exported the service, heartbeated and suffered no fault for a whole
@@ -36,7 +38,7 @@ pub const WATCH_LAG: Duration = Duration::from_secs(1);
 /// A broken invariant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
-    /// 1 to 8.
+    /// 1 to 9.
     pub invariant: u8,
     pub what: String,
     /// Simulated seconds since the schedule began.
@@ -85,6 +87,8 @@ pub struct Checks {
     pub repeated: BTreeMap<String, (Instant, Option<Instant>)>,
     /// How many times a member repeated beat numbers (the summary shows it).
     pub repeats: u64,
+    /// Events refused and not published since: (member, replica, Event).
+    unpublished: Vec<(String, String, atoll_core::events::Event)>,
 }
 
 impl Checks {
@@ -223,6 +227,46 @@ impl Checks {
         for source in news.restored.iter().chain(&news.forgotten) {
             self.withdrawn
                 .remove(&(importer.to_owned(), source.clone()));
+        }
+    }
+
+    /// Replica `replica` of `member` asked for `event`; whether it was published.
+    pub fn event(
+        &mut self,
+        member: &str,
+        replica: &str,
+        event: &atoll_core::events::Event,
+        published: bool,
+    ) {
+        if published {
+            self.unpublished
+                .retain(|(m, _, e)| !(m == member && e == event));
+        } else if !self
+            .unpublished
+            .iter()
+            .any(|(m, r, e)| m == member && r == replica && e == event)
+        {
+            self.unpublished
+                .push((member.to_owned(), replica.to_owned(), event.clone()));
+        }
+    }
+
+    /// (ix) at the end of the quiet phase: `leading` names (member, replica) of the leaders.
+    pub fn events_left(&mut self, leading: &[(String, String)]) {
+        let left: Vec<String> = self
+            .unpublished
+            .iter()
+            .filter(|(m, r, _)| leading.iter().any(|(lm, lr)| lm == m && lr == r))
+            .map(|(m, r, e)| format!("{m} ({r}): {} on {:?}", e.announcement.reason, e.about))
+            .collect();
+        if !left.is_empty() {
+            self.violate(
+                9,
+                format!(
+                    "Events refused and never published again: {}",
+                    left.join("; ")
+                ),
+            );
         }
     }
 

@@ -85,6 +85,8 @@ pub const MUST_EXERCISE: &[&str] = &[
     "fault EtcdRestore",
     "fault RecreatingRestore",
     "fault MassUnexport",
+    "fault RefuseEvents",
+    "event refused",
     "collection fallback",
     "collection landing late",
 ];

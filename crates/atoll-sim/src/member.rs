@@ -39,4 +39,6 @@ pub struct MemberState {
     /// Its apiserver answers no collection in time, and goes on deleting after the client gave
     /// up: each lands later (see `World::late`).
     pub late_collections: bool,
+    /// Its apiserver refuses Events (throttled, a webhook).
+    pub refuse_events: bool,
 }

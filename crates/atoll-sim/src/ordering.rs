@@ -38,13 +38,12 @@ impl Answered {
     pub fn status_too_early(&self, step: &Step, status: &ImportStatus) -> Option<String> {
         let import = &status.key;
         if self.0.get(&("Import", import.clone())) == Some(&false) {
-            return Some(format!("the status of {import} is written although its apply failed"));
+            return Some(format!(
+                "the status of {import} is written although its apply failed"
+            ));
         }
         let member = &step.plan.member;
-        let slices = member
-            .apply_slices
-            .iter()
-            .map(|s| ("Slice", &s.metadata));
+        let slices = member.apply_slices.iter().map(|s| ("Slice", &s.metadata));
         let derived = member
             .apply_derived
             .iter()

@@ -131,6 +131,8 @@ enum Fault {
     /// The member unexports everything at once (a namespace emptied), and exports some of it
     /// again moments later.
     MassUnexport,
+    /// The member's apiserver refuses Events for a while.
+    RefuseEvents,
 }
 
 const FAULTS: [Fault; 12] = [
@@ -157,13 +159,14 @@ const KEPT_FAULTS: [Fault; 4] = [
 ];
 
 /// The faults of how apiservers answer writes (drawn with `Shape::write_fault_rate`).
-const WRITE_FAULTS: [Fault; 6] = [
+const WRITE_FAULTS: [Fault; 7] = [
     Fault::Unanswered,
     Fault::RefuseCollections,
     Fault::LateCollections,
     Fault::EtcdRestore,
     Fault::RecreatingRestore,
     Fault::MassUnexport,
+    Fault::RefuseEvents,
 ];
 
 /// Something a fault undoes later.
@@ -176,6 +179,7 @@ enum Heal {
     ReadableKept(usize),
     AllowCollections(usize),
     TimelyCollections(usize),
+    AcceptEvents(usize),
     /// Member, index into [`SERVICES`] then [`BULK`]: exported again.
     Export(usize, usize),
 }
@@ -292,6 +296,7 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
         member.unreadable_kept = false;
         member.unanswered_writes = 0;
         member.late_collections = false;
+        member.refuse_events = false;
         while world.members[m].replicas.len() < REPLICAS {
             world.start_replica(m);
         }
@@ -305,6 +310,19 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
         &mut report,
     );
 
+    // (ix) Every Event refused is published again by the replica that holds it while it leads.
+    let leading: Vec<(String, String)> = world
+        .members
+        .iter()
+        .flat_map(|m| {
+            let now = world.now();
+            m.replicas
+                .iter()
+                .filter(move |r| r.elector.leading(now))
+                .map(move |r| (m.name.clone(), r.identity.clone()))
+        })
+        .collect();
+    world.checks.events_left(&leading);
     // (iv) What a fault-free run of the final scenario holds.
     let got = world.normalized();
     let want = reference(&world.scenario, shape, references);
@@ -578,6 +596,10 @@ fn inject(
             world.members[m].late_collections = true;
             heals.push((now + seconds(rng, 5, 30), Heal::TimelyCollections(m)));
         }
+        Fault::RefuseEvents => {
+            world.members[m].refuse_events = true;
+            heals.push((now + seconds(rng, 2, 20), Heal::AcceptEvents(m)));
+        }
         Fault::MassUnexport => {
             let name = world.members[m].name.clone();
             let exported: Vec<usize> = SERVICES
@@ -753,6 +775,7 @@ fn apply_heal(world: &mut World, heal: Heal) {
         Heal::AcceptKept(m) => world.members[m].refuse_kept = false,
         Heal::AllowCollections(m) => world.members[m].refuse_collections = None,
         Heal::TimelyCollections(m) => world.members[m].late_collections = false,
+        Heal::AcceptEvents(m) => world.members[m].refuse_events = false,
         Heal::Export(m, i) => world.export(m, exported_name(i), 1),
         Heal::ReadableKept(m) => world.members[m].unreadable_kept = false,
         Heal::FastWrites(m) => {

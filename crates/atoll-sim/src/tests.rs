@@ -15,19 +15,21 @@ fn short() -> Shape {
 /// deletes its MCS slices with one, and every invariant holds.
 #[test]
 fn withdrawals_by_collection_hold_every_invariant() {
+    // Without the write faults: a mass unexport takes the bulk services away.
     let shape = Shape {
         bulk_exports: 1.0,
+        write_fault_rate: 0.0,
         ..short()
     };
     let summary = simulate(12, 3, 2, &shape);
     assert_eq!(summary.violations, 0, "{:#?}", summary.failures);
+    // Sent, whatever the answer (some members refuse collections, some answer them late).
+    let collections: u64 = ["write DeleteSlices", "refused DeleteSlices"]
+        .iter()
+        .filter_map(|what| summary.exercised.get(*what))
+        .sum();
     assert!(
-        summary
-            .exercised
-            .get("write DeleteSlices")
-            .copied()
-            .unwrap_or(0)
-            > 0,
+        collections > 0,
         "no collection in 12 schedules: {:#?}",
         summary.exercised
     );
@@ -107,4 +109,29 @@ fn members_dying_in_one_step_leave_the_living_importer_within_the_bound() {
         "regions died: {} times in 6 schedules",
         summary.faults
     );
+}
+
+/// Apiservers answering writes badly (landed without an answer, collections refused or landing
+/// late, Events refused), restores of every kind and mass unexports, often: every invariant
+/// holds, among them (vii) to (ix).
+#[test]
+fn write_faults_hold_every_invariant() {
+    let shape = Shape {
+        write_fault_rate: 0.2,
+        bulk_exports: 0.5,
+        ..short()
+    };
+    let summary = simulate(8, 5, 2, &shape);
+    assert_eq!(summary.violations, 0, "{:#?}", summary.failures);
+    for fault in [
+        "fault Unanswered",
+        "fault EtcdRestore",
+        "fault MassUnexport",
+    ] {
+        assert!(
+            summary.exercised.get(fault).copied().unwrap_or(0) > 0,
+            "{fault} in 8 schedules: {:#?}",
+            summary.exercised
+        );
+    }
 }

@@ -110,6 +110,7 @@ impl World {
                 unanswered_writes: 0,
                 refuse_collections: None,
                 late_collections: false,
+                refuse_events: false,
             });
         }
         for m in 0..world.members.len() {

@@ -16,7 +16,7 @@
 //!    whose apply failed: it may not exist); the exports' statuses; the ClusterProfile's;
 //! 3. the Events on rejected hub records.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 
 use atoll_api::hub::{ExportedEndpointSlice, ExportedService};
@@ -26,12 +26,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::announce::Announcement;
+use crate::events::{About, Event};
 use crate::keys::{of_copy, of_record};
 use crate::liveness::{Persisted, copy_claim_name, record_claim_name};
 use crate::plan::{
-    ExportStatus, ImportApply, ImportStatus, Plan, ProfileStatus, Refusal, Rejected,
-    SliceCollection,
+    ExportStatus, ImportApply, ImportStatus, Plan, ProfileStatus, Refusal, SliceCollection,
 };
 use crate::reconciler::{Answer, HubWriteResult, Keeping, Outcome, Renewal, Step};
 
@@ -86,27 +85,25 @@ impl Write<'_> {
     }
 }
 
-/// One Event the executor asks for: published when it says, never decided by whoever
-/// publishes it.
+/// What the executor tells besides writes.
 #[derive(Clone, Copy, Debug)]
 pub enum Notice<'a> {
-    /// On an import about to be deleted because every source cluster of it is withdrawn.
-    Withdrawn(&'a ObjectKey, &'a Announcement),
-    /// On an import whose status was just written.
-    ImportStatus(&'a ImportStatus),
-    /// On an export, before its status is written.
-    ExportStatus(&'a ExportStatus),
-    Rejected(&'a Rejected),
+    /// An Event, published when the executor says (on an import about to be deleted because
+    /// every source of it is withdrawn; on an export before its status is written; on an
+    /// import after its status was; on a rejected record last; one refused before, again),
+    /// never decided by whoever publishes it.
+    Event(&'a Event),
     /// The apiserver refused a collection as such: its slices are deleted one by one (the
     /// agent logs it, so the named deletes that follow are explained).
     CollectionRefused(&'a SliceCollection),
 }
 
 /// The API calls the executor makes. A write that did not happen answers the refusal: its
-/// HTTP status (0: no answer came, or it was not sent) and message.
+/// HTTP status (0: no answer came, or it was not sent) and message. A notice answers whether
+/// it was published (a log line always is).
 pub trait Apiserver {
     fn write(&self, write: Write<'_>) -> impl Future<Output = Result<(), Refusal>>;
-    fn notice(&self, notice: Notice<'_>) -> impl Future<Output = ()>;
+    fn notice(&self, notice: Notice<'_>) -> impl Future<Output = bool>;
 }
 
 /// Writes in flight at once, per kind of write.
@@ -121,11 +118,14 @@ pub const COLLECTIONS_IN_FLIGHT: usize = 32;
 /// on the local ClusterSet, where it is CPU bound.
 pub const SLICE_DELETES_IN_FLIGHT: usize = 64;
 
-/// An [`Apiserver`] that counts the plan's writes and those that went unanswered.
+/// An [`Apiserver`] that counts the plan's writes and those that went unanswered, and keeps
+/// the Events that were not published.
 struct Counted<'a, A> {
     api: &'a A,
     writes: Cell<usize>,
     unanswered: Cell<usize>,
+    events: Cell<usize>,
+    unpublished: RefCell<Vec<Event>>,
 }
 
 impl<A: Apiserver> Apiserver for Counted<'_, A> {
@@ -142,9 +142,21 @@ impl<A: Apiserver> Apiserver for Counted<'_, A> {
         answer
     }
 
-    async fn notice(&self, notice: Notice<'_>) {
-        self.api.notice(notice).await;
+    async fn notice(&self, notice: Notice<'_>) -> bool {
+        let published = self.api.notice(notice).await;
+        if let Notice::Event(event) = notice {
+            self.events.set(self.events.get() + 1);
+            if !published {
+                self.unpublished.borrow_mut().push(event.clone());
+            }
+        }
+        published
     }
+}
+
+/// Publishes `event`.
+async fn publish(api: &impl Apiserver, event: Event) {
+    api.notice(Notice::Event(&event)).await;
 }
 
 /// Carries out `step` through `api`; returns what its answers teach the reconciler.
@@ -153,10 +165,15 @@ pub async fn execute(api: &impl Apiserver, step: &Step) -> Outcome {
         api,
         writes: Cell::new(0),
         unanswered: Cell::new(0),
+        events: Cell::new(0),
+        unpublished: RefCell::new(Vec::new()),
     };
     let mut outcome = execute_counted(&counted, step).await;
     outcome.writes = counted.writes.get();
     outcome.unanswered = counted.unanswered.get();
+    outcome.events_published = counted.events.get() > 0;
+    outcome.events_retried = !step.events_again.is_empty();
+    outcome.unpublished = counted.unpublished.into_inner();
     outcome
 }
 
@@ -196,7 +213,10 @@ async fn execute_counted(api: &impl Apiserver, step: &Step) -> Outcome {
     outcome.feedback.derived_failures = member.derived_failures;
     outcome.errors = hub.errors + member.errors + export_errors + profile_errors;
     for rejected in &step.announce {
-        api.notice(Notice::Rejected(rejected)).await;
+        publish(api, crate::events::record_rejected(rejected)).await;
+    }
+    for event in &step.events_again {
+        api.notice(Notice::Event(event)).await;
     }
     outcome
 }
@@ -310,7 +330,15 @@ struct MemberAnswers {
 async fn member_writes(api: &impl Apiserver, plan: &Plan) -> MemberAnswers {
     let writes = &plan.member;
     for (key, announcement) in &writes.withdrawn_imports {
-        api.notice(Notice::Withdrawn(key, announcement)).await;
+        let about = About::Import(key.clone());
+        publish(
+            api,
+            Event {
+                about,
+                announcement: announcement.clone(),
+            },
+        )
+        .await;
     }
     let (derived, imports, slices, stale_imports, stale_derived, stale_slices, collections) = futures::join!(
         each(api, IN_FLIGHT, &writes.apply_derived, Write::Derived),
@@ -339,7 +367,17 @@ async fn member_writes(api: &impl Apiserver, plan: &Plan) -> MemberAnswers {
         .map(|status| async move {
             let answer = api.write(Write::ImportStatus(status)).await;
             if answer.is_ok() {
-                api.notice(Notice::ImportStatus(status)).await;
+                for announcement in &status.announcements {
+                    let about = About::Import(status.key.clone());
+                    publish(
+                        api,
+                        Event {
+                            about,
+                            announcement: announcement.clone(),
+                        },
+                    )
+                    .await;
+                }
             }
             answer
         })
@@ -416,7 +454,20 @@ pub fn collection_refused(refusal: &Refusal) -> bool {
 async fn export_statuses(api: &impl Apiserver, statuses: &[ExportStatus]) -> usize {
     futures::stream::iter(statuses)
         .map(|status| async move {
-            api.notice(Notice::ExportStatus(status)).await;
+            for announcement in &status.announcements {
+                let about = About::Export {
+                    key: status.key.clone(),
+                    uid: status.uid.clone(),
+                };
+                publish(
+                    api,
+                    Event {
+                        about,
+                        announcement: announcement.clone(),
+                    },
+                )
+                .await;
+            }
             api.write(Write::ExportStatus(status)).await
         })
         .buffer_unordered(IN_FLIGHT)

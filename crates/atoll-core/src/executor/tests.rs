@@ -12,6 +12,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
+use crate::announce::Announcement;
+use crate::events::About;
 use crate::liveness::Claim;
 
 /// Records every call as `verb name`; answers with the refusal scripted for it (by that text),
@@ -85,15 +87,20 @@ impl Apiserver for Recorder {
         }
     }
 
-    async fn notice(&self, notice: Notice<'_>) {
+    async fn notice(&self, notice: Notice<'_>) -> bool {
         let call = match notice {
-            Notice::Withdrawn(k, _) => format!("event-withdrawn {}", k.name),
-            Notice::ImportStatus(s) => format!("event-import {}", s.key.name),
-            Notice::ExportStatus(s) => format!("event-export {}", s.key.name),
-            Notice::Rejected(r) => format!("event-rejected {}", r.record.name),
+            Notice::Event(event) => match &event.about {
+                About::Export { key, .. } => format!("event-export {}", key.name),
+                About::Import(key) => format!("event-import {}", key.name),
+                About::Member(related) => format!(
+                    "event-member {}",
+                    related.as_ref().map_or("", |(_, k)| k.name.as_str())
+                ),
+            },
             Notice::CollectionRefused(c) => format!("fallback {}", c.source_clusters.join(",")),
         };
-        self.calls.borrow_mut().push(call);
+        self.calls.borrow_mut().push(call.clone());
+        !self.refuse.contains_key(&call)
     }
 }
 
@@ -141,7 +148,16 @@ fn import_status(name: &str) -> ImportStatus {
     ImportStatus {
         key: key(name),
         status: Default::default(),
-        announcements: Vec::new(),
+        announcements: vec![announcement("SourceClusterRestored")],
+    }
+}
+
+fn announcement(reason: &str) -> Announcement {
+    Announcement {
+        warning: false,
+        reason: reason.into(),
+        note: format!("{reason} happened"),
+        action: "Import",
     }
 }
 
@@ -331,7 +347,7 @@ fn events_go_before_what_they_announce() {
         key: key("web"),
         uid: None,
         conditions: Vec::new(),
-        announcements: Vec::new(),
+        announcements: vec![announcement("Exported")],
     });
     plan.member.withdrawn_imports.push((
         key("gone"),
@@ -346,7 +362,7 @@ fn events_go_before_what_they_announce() {
     let api = Recorder::default();
     let outcome = run(&api, &step(plan));
     assert!(api.position("event-export web") < api.position("export-status web"));
-    assert!(api.position("event-withdrawn gone") < api.position("delete-import gone"));
+    assert!(api.position("event-import gone") < api.position("delete-import gone"));
     assert_eq!(outcome.errors, 0);
 }
 
@@ -392,4 +408,28 @@ fn nothing_goes_before_the_kept_decisions_are_answered() {
     };
     assert!(!run_until_stuck(&api, &step));
     assert_eq!(api.calls(), ["keep"]);
+}
+
+#[test]
+fn refused_events_come_back_and_are_published_again_after_the_writes() {
+    let mut plan = Plan::default();
+    plan.member.apply_imports.push(import("web"));
+    plan.member.import_statuses.push(import_status("web"));
+    let api = Recorder::refusing(&[("event-import web", 429)]);
+    let outcome = run(&api, &step(plan));
+    assert!(outcome.events_published);
+    assert_eq!(outcome.errors, 0, "an Event is no write of the plan");
+    let [refused] = outcome.unpublished.as_slice() else {
+        panic!("{:?}", outcome.unpublished);
+    };
+    assert_eq!(refused.about, About::Import(key("web")));
+    // Carried by a later step: published after its writes; this time it goes.
+    let mut plan = Plan::default();
+    plan.member.apply_slices.push(slice("db-c2"));
+    let mut again = step(plan);
+    again.events_again = outcome.unpublished.clone();
+    let api = Recorder::default();
+    let outcome = run(&api, &again);
+    assert_eq!(api.calls(), ["slice db-c2", "event-import web"]);
+    assert!(outcome.events_published && outcome.unpublished.is_empty());
 }

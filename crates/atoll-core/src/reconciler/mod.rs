@@ -104,6 +104,8 @@ pub struct Step {
     pub lead: bool,
     /// Rejected hub records to announce with an Event (by the leader, each version once).
     pub announce: Vec<Rejected>,
+    /// Events refused before, published again (after the plan's writes).
+    pub events_again: Vec<crate::events::Event>,
     /// Members over this importer's limits, and what of theirs is left out.
     pub over: Vec<OverLimit>,
     /// The heartbeat renewal to write after the plan's writes.
@@ -127,6 +129,7 @@ impl Step {
             plan,
             lead: true,
             announce: Vec::new(),
+            events_again: Vec::new(),
             over: Vec::new(),
             renewal: None,
             keep: None,
@@ -154,6 +157,11 @@ pub struct Outcome {
     /// them got no answer or one to try again (a timeout, 409, 429, 5xx).
     pub writes: usize,
     pub unanswered: usize,
+    /// Whether any Event was to be published, whether some were refused ones again, and those
+    /// that were not published.
+    pub events_published: bool,
+    pub events_retried: bool,
+    pub unpublished: Vec<crate::events::Event>,
 }
 
 /// The agent's decisions across passes.
@@ -164,6 +172,8 @@ pub struct Reconciler {
     retries: Retries,
     /// Some write of a failed pass went unanswered, and no pass has written everything since.
     api_unanswered: bool,
+    /// Events the API refused, to publish again.
+    unpublished: crate::events::Unpublished,
     /// Services whose cluster selection is held (`crate::selection::hold`): planned again when
     /// the hold ends.
     revisits: BTreeMap<ServiceKey, Instant>,
@@ -230,6 +240,7 @@ impl Reconciler {
             queue,
             retries: Retries::default(),
             api_unanswered: false,
+            unpublished: crate::events::Unpublished::default(),
             revisits: BTreeMap::new(),
             books: Books::default(),
             tracker,
@@ -328,6 +339,7 @@ impl Reconciler {
             let leader = [
                 self.heartbeat.next_due(self.config.liveness.interval, now),
                 self.keep.next_due(&self.tracker.persisted(), now),
+                self.unpublished.next(now),
             ];
             wake = wake.into_iter().chain(leader.into_iter().flatten()).min();
         }
@@ -492,6 +504,7 @@ impl Reconciler {
             plan: planned,
             lead: tick.leading,
             announce: Vec::new(),
+            events_again: Vec::new(),
             over: capped.over,
             renewal: None,
             keep: None,
@@ -500,6 +513,7 @@ impl Reconciler {
             news,
         };
         if tick.leading {
+            step.events_again = self.unpublished.take_due(now);
             step.announce = self
                 .books
                 .report
@@ -572,6 +586,12 @@ impl Reconciler {
         if let Some(result) = outcome.kept {
             self.keep.answered(result, now);
         }
+        self.unpublished.answered(
+            outcome.unpublished,
+            outcome.events_published,
+            outcome.events_retried,
+            now,
+        );
         // A new kind of failure changes what the next plan says (a condition): plan those
         // services again at once rather than after the retry delay.
         let previous = self.books.feedback.clone();
