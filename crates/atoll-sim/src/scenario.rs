@@ -25,6 +25,12 @@ pub const BULK: [&str; 8] = [
     "bulk-0", "bulk-1", "bulk-2", "bulk-3", "bulk-4", "bulk-5", "bulk-6", "bulk-7",
 ];
 
+/// What a member moving its services to new names exports instead of [`BULK`] (see the mass
+/// unexport fault).
+pub const RENAMED: [&str; 8] = [
+    "moved-0", "moved-1", "moved-2", "moved-3", "moved-4", "moved-5", "moved-6", "moved-7",
+];
+
 /// Who exports what: member -> service -> the last octet of its one endpoint (changing it is
 /// an endpoint change).
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -19,7 +19,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use crate::apiserver::Hub;
 use crate::invariants::Violation;
 use crate::replica::{Rhythm, Which};
-use crate::scenario::{BULK, SERVICES, Scenario};
+use crate::scenario::{BULK, RENAMED, SERVICES, Scenario};
 use crate::store::Restore;
 use crate::world::{World, tracing};
 
@@ -605,6 +605,7 @@ fn inject(
             let exported: Vec<usize> = SERVICES
                 .iter()
                 .chain(BULK.iter())
+                .chain(RENAMED.iter())
                 .enumerate()
                 .filter(|(_, s)| {
                     world
@@ -617,6 +618,14 @@ fn inject(
                 .collect();
             for i in &exported {
                 world.unexport(m, exported_name(*i));
+            }
+            // Many services: moved to new names at the same moment (a rename), which the
+            // importers' watches may deliver in two parts: a pass writing the new names'
+            // slices, then one deleting every old one while the new are not observed yet.
+            if exported.len() >= atoll_core::plan::COLLECT_AT_LEAST {
+                for service in RENAMED {
+                    world.export(m, service, 1);
+                }
             }
             for i in exported {
                 if rng.random_bool(0.5) {
@@ -695,11 +704,12 @@ fn inject(
     }
 }
 
-/// Service `i` of [`SERVICES`] then [`BULK`].
+/// Service `i` of [`SERVICES`], then [`BULK`], then [`RENAMED`].
 fn exported_name(i: usize) -> &'static str {
     SERVICES
         .iter()
         .chain(BULK.iter())
+        .chain(RENAMED.iter())
         .nth(i)
         .copied()
         .unwrap_or(SERVICES[0])

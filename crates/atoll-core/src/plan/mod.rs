@@ -21,7 +21,7 @@ mod selected;
 #[cfg(test)]
 mod tests;
 
-pub use collections::collect_slice_deletions;
+pub use collections::{COLLECT_AT_LEAST, collect_slice_deletions};
 pub use input::{Feedback, Member, Observed, Refusal, Sources};
 pub use output::{
     ExportStatus, HubWrites, ImportApply, ImportStatus, MemberWrites, Plan, ProfileStatus,
