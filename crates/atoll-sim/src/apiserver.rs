@@ -109,11 +109,13 @@ impl Member {
             index,
             ..Self::default()
         };
-        let mut ns = Namespace::default();
-        ns.metadata.name = Some(NAMESPACE.to_owned());
-        member
-            .namespaces
-            .put(ns, &mut member.counters, now, |_, _| {});
+        for name in [NAMESPACE, crate::scenario::OTHER_NAMESPACE] {
+            let mut ns = Namespace::default();
+            ns.metadata.name = Some(name.to_owned());
+            member
+                .namespaces
+                .put(ns, &mut member.counters, now, |_, _| {});
+        }
         member
     }
 

@@ -73,6 +73,12 @@ impl Apiserver for SimApi<'_> {
             );
         }
         self.answered.borrow_mut().answer(write, answer.is_ok());
+        if let (Write::Import(apply), Ok(())) = (write, &answer)
+            && let Some(spec) = &apply.object.spec
+        {
+            let ports = spec.ports.len();
+            world.exercise(&format!("import {:?} with {ports} ports", spec.type_), 1);
+        }
         world.exercise(
             &format!(
                 "{} {kind}",

@@ -54,6 +54,8 @@ pub struct Summary {
 /// writes, and every fault of the default shape. `make simulate` fails when one was never exercised.
 pub const MUST_EXERCISE: &[&str] = &[
     "write DeleteSlices",
+    "import Headless with 2 ports",
+    "import ClusterSetIP with 2 ports",
     "write DeleteSlice",
     "write DeleteImport",
     "write ImportStatus",

@@ -31,6 +31,31 @@ pub const RENAMED: [&str; 8] = [
     "moved-0", "moved-1", "moved-2", "moved-3", "moved-4", "moved-5", "moved-6", "moved-7",
 ];
 
+/// The namespace of [`EXTRA`].
+pub const OTHER_NAMESPACE: &str = "data";
+
+/// Services of other shapes, in [`OTHER_NAMESPACE`]: a headless one (`peers`, two ports) and a
+/// ClusterSetIP one with two ports (`grpc`).
+pub const EXTRA: [&str; 2] = ["peers", "grpc"];
+
+/// The namespace `service` lives in.
+pub fn namespace_of(service: &str) -> &'static str {
+    if EXTRA.contains(&service) {
+        OTHER_NAMESPACE
+    } else {
+        NAMESPACE
+    }
+}
+
+/// `service`'s ports (name, port), the same in every member.
+fn ports_of(service: &str) -> &'static [(&'static str, i32)] {
+    match service {
+        "peers" => &[("tcp", 7000), ("gossip", 7001)],
+        "grpc" => &[("grpc", 50051), ("http", 8080)],
+        _ => &[("tcp", 80)],
+    }
+}
+
 /// Who exports what: member -> service -> the last octet of its one endpoint (changing it is
 /// an endpoint change).
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -52,9 +77,10 @@ impl Scenario {
     }
 }
 
-fn meta(name: &str) -> ObjectMeta {
+/// The metadata of `name`, an object of `service`.
+fn meta(service: &str, name: &str) -> ObjectMeta {
     ObjectMeta {
-        namespace: Some(NAMESPACE.to_owned()),
+        namespace: Some(namespace_of(service).to_owned()),
         name: Some(name.to_owned()),
         ..Default::default()
     }
@@ -63,16 +89,22 @@ fn meta(name: &str) -> ObjectMeta {
 /// The member objects for exporting `service` with one endpoint `10.2<index>.0.<octet>`.
 pub fn export(member: &mut Member, service: &str, octet: u8, now: &Time) {
     let mut svc = Service {
-        metadata: meta(service),
+        metadata: meta(service, service),
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_owned()),
+            cluster_ip: (service == "peers").then(|| "None".to_owned()),
             ip_families: Some(vec!["IPv4".to_owned()]),
-            ports: Some(vec![ServicePort {
-                name: Some("tcp".to_owned()),
-                port: 80,
-                protocol: Some("TCP".to_owned()),
-                ..Default::default()
-            }]),
+            ports: Some(
+                ports_of(service)
+                    .iter()
+                    .map(|(name, port)| ServicePort {
+                        name: Some((*name).to_owned()),
+                        port: *port,
+                        protocol: Some("TCP".to_owned()),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
             ..Default::default()
         }),
         status: None,
@@ -81,13 +113,16 @@ pub fn export(member: &mut Member, service: &str, octet: u8, now: &Time) {
     member.apply_service(svc, now);
     set_endpoint(member, service, octet, now);
     let export = ServiceExport {
-        metadata: meta(service),
+        metadata: meta(service, service),
         spec: None,
         status: None,
     };
     if member
         .exports
-        .get(&atoll_api::keys::ObjectKey::new(NAMESPACE, service))
+        .get(&atoll_api::keys::ObjectKey::new(
+            namespace_of(service),
+            service,
+        ))
         .is_none()
     {
         member
@@ -99,7 +134,7 @@ pub fn export(member: &mut Member, service: &str, octet: u8, now: &Time) {
 /// The endpoint of `service` becomes `octet`.
 pub fn set_endpoint(member: &mut Member, service: &str, octet: u8, now: &Time) {
     let mut slice = EndpointSlice {
-        metadata: meta(&format!("{service}-local")),
+        metadata: meta(service, &format!("{service}-local")),
         address_type: "IPv4".to_owned(),
         endpoints: vec![Endpoint {
             addresses: vec![format!("10.{}.0.{octet}", 200 + member.index)],
@@ -110,12 +145,17 @@ pub fn set_endpoint(member: &mut Member, service: &str, octet: u8, now: &Time) {
             }),
             ..Default::default()
         }],
-        ports: Some(vec![EndpointPort {
-            name: Some("tcp".to_owned()),
-            port: Some(80),
-            protocol: Some("TCP".to_owned()),
-            ..Default::default()
-        }]),
+        ports: Some(
+            ports_of(service)
+                .iter()
+                .map(|(name, port)| EndpointPort {
+                    name: Some((*name).to_owned()),
+                    port: Some(*port),
+                    protocol: Some("TCP".to_owned()),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
     };
     slice.metadata.labels = Some(BTreeMap::from([
         (
@@ -134,6 +174,6 @@ pub fn set_endpoint(member: &mut Member, service: &str, octet: u8, now: &Time) {
 
 /// The member stops exporting `service` (the export goes; the Service stays).
 pub fn unexport(member: &mut Member, service: &str) {
-    let key = atoll_api::keys::ObjectKey::new(NAMESPACE, service);
+    let key = atoll_api::keys::ObjectKey::new(namespace_of(service), service);
     member.exports.delete(&key, &mut member.counters);
 }

@@ -19,7 +19,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use crate::apiserver::Hub;
 use crate::invariants::Violation;
 use crate::replica::{Rhythm, Which};
-use crate::scenario::{BULK, RENAMED, SERVICES, Scenario};
+use crate::scenario::{BULK, EXTRA, RENAMED, SERVICES, Scenario};
 use crate::store::Restore;
 use crate::world::{World, tracing};
 
@@ -206,6 +206,7 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
     world.checks.begin(world.origin());
     initial_exports(&mut world, &mut rng);
     bulk_exports(&mut world, seed, shape.bulk_exports);
+    extra_exports(&mut world, seed);
     let mut report = Report::default();
 
     world.checks.quiet = true;
@@ -420,6 +421,19 @@ fn bulk_exports(world: &mut World, seed: u64, rate: f64) {
     }
 }
 
+/// Each member exports each of [`EXTRA`] (another namespace, headless, two ports) with even
+/// chance, drawn from a stream of its own.
+fn extra_exports(world: &mut World, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed ^ EXTRA_STREAM);
+    for m in 0..world.members.len() {
+        for service in EXTRA {
+            if rng.random_bool(0.5) {
+                world.export(m, service, 1);
+            }
+        }
+    }
+}
+
 /// Regular operation for `span`: each quantum, watch events reach each replica (all of them
 /// with `full`, else late, in part or twice, but never more than a second late) and each
 /// replica steps when due.
@@ -509,6 +523,8 @@ const KEPT_STREAM: u64 = 0x6b65_7074_6661_756c;
 /// The stream of [`bulk_exports`].
 const BULK_STREAM: u64 = 0x6275_6c6b_6578_7073;
 const REGION_STREAM: u64 = 0x7265_6769_6f6e_2121;
+/// Seeds the stream of [`extra_exports`].
+const EXTRA_STREAM: u64 = 0x6578_7472_6173_2121;
 /// Seeds the stream of write faults.
 const WRITE_STREAM: u64 = 0x7772_6974_6573_2121;
 
@@ -606,6 +622,7 @@ fn inject(
                 .iter()
                 .chain(BULK.iter())
                 .chain(RENAMED.iter())
+                .chain(EXTRA.iter())
                 .enumerate()
                 .filter(|(_, s)| {
                     world
@@ -704,12 +721,13 @@ fn inject(
     }
 }
 
-/// Service `i` of [`SERVICES`], then [`BULK`], then [`RENAMED`].
+/// Service `i` of [`SERVICES`], then [`BULK`], [`RENAMED`] and [`EXTRA`].
 fn exported_name(i: usize) -> &'static str {
     SERVICES
         .iter()
         .chain(BULK.iter())
         .chain(RENAMED.iter())
+        .chain(EXTRA.iter())
         .nth(i)
         .copied()
         .unwrap_or(SERVICES[0])
