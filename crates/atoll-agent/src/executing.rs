@@ -61,8 +61,8 @@ impl Apiserver for KubeApi<'_> {
                     .await
                     .map_err(|message| Refusal { code: 0, message });
             }
-            Write::Renew(renewal, keeping) => {
-                let renewed = renew(hub, renewal, keeping, self.targets, context).await;
+            Write::Renew(renewal, keeping, last_error) => {
+                let renewed = renew(hub, renewal, keeping, last_error, self.targets, context).await;
                 return if renewed {
                     Ok(())
                 } else {

@@ -29,7 +29,7 @@ pub const CONFIG_MAP: &str = atoll_core::membership::KEPT_CONFIG_MAP;
 /// Where unreadable kept text is copied before it is overwritten.
 pub const ASIDE_CONFIG_MAP: &str = atoll_core::membership::KEPT_ASIDE_CONFIG_MAP;
 /// Its data key.
-pub const DATA_KEY: &str = "liveness.json";
+pub const DATA_KEY: &str = atoll_core::liveness::KEPT_DATA_KEY;
 
 /// How long one read may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);

@@ -74,9 +74,6 @@ pub struct Metrics {
     pub writes: Family<WriteLabels, Counter>,
     /// Failed API writes, by kind.
     pub write_errors: Family<KindLabels, Counter>,
-    /// The last failed write, `<time> <what failed>`, published on the heartbeat Lease for
-    /// `atoll status`.
-    pub last_error: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     /// Heartbeat Lease renewals, and those that failed.
     pub heartbeats: Counter,
     pub heartbeat_failures: Counter,
@@ -143,7 +140,6 @@ impl Default for Metrics {
             imports_excluded: Gauge::default(),
             writes: Family::default(),
             write_errors: Family::default(),
-            last_error: Default::default(),
             heartbeats: Counter::default(),
             heartbeat_failures: Counter::default(),
             leader: Gauge::default(),

@@ -252,9 +252,16 @@ async fn renewing_meanwhile(
         if let Some(renewal) = reconciler.interim_renewal(Instant::now()) {
             // The pass's writes go on while the renewal is written.
             let mut finished = None;
+            let last_error = reconciler.last_error().to_owned();
             let ok = {
-                let mut renew =
-                    std::pin::pin!(writer::renew(hub, &renewal, keeping, targets, context));
+                let mut renew = std::pin::pin!(writer::renew(
+                    hub,
+                    &renewal,
+                    keeping,
+                    &last_error,
+                    targets,
+                    context
+                ));
                 loop {
                     tokio::select! {
                         ok = &mut renew => break ok,

@@ -22,7 +22,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::events::Announcer;
 use crate::fence::Fence;
@@ -158,9 +158,6 @@ pub(crate) fn report(metrics: &Metrics, error: &WriteError) {
             kind: error.kind.clone(),
         })
         .inc();
-    if let Ok(mut last) = metrics.last_error.lock() {
-        *last = Some(format!("{} {error}", Timestamp::now()));
-    }
 }
 
 /// One write (`verb`) of the object `key` of kind `K`, which `call` makes through the API of
@@ -277,27 +274,17 @@ pub(crate) async fn renew(
     hub: &Client,
     renewal: &atoll_core::reconciler::Renewal,
     keeping: &atoll_core::reconciler::Keeping,
+    last_error: &str,
     targets: &Targets,
     context: &Context,
 ) -> bool {
-    // What `atoll status` shows as this member's last error (bounded: annotations are small).
-    let last_error: String = context
-        .metrics
-        .last_error
-        .lock()
-        .ok()
-        .and_then(|e| e.clone())
-        .unwrap_or_default()
-        .chars()
-        .take(512)
-        .collect();
     let lease = atoll_core::reconciler::heartbeat_lease(
         &targets.cluster_id,
         renewal,
         targets.interval,
         targets.grace,
         &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
-        &last_error,
+        last_error,
         &atoll_core::reconciler::keeping_text(keeping, std::time::Instant::now()),
     );
     let key = ObjectKey::new(
@@ -331,15 +318,7 @@ pub(crate) async fn keep(
     targets: &Targets,
     context: &Context,
 ) -> Result<(), String> {
-    let config_map = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {
-            "name": targets.kept.name,
-            "namespace": targets.kept.namespace,
-            "labels": { "app.kubernetes.io/managed-by": "atoll" },
-        },
-        "data": { crate::kept::DATA_KEY: kept.encode() },
-    });
+    let config_map = kept.config_map(&targets.kept.namespace, &targets.kept.name);
     let name = &targets.kept.name;
     let written = write(
         member,

@@ -145,13 +145,17 @@ impl World {
                 if !ok {
                     return Err(written.err().unwrap_or(403));
                 }
+                // The body the agent applies, its text where the agent's reader finds it.
+                let body = kept.config_map("atoll-system", "atoll-kept");
                 if let Some(member) = self.apis.members.get_mut(&name) {
-                    member.kept = Some(kept.encode());
+                    member.kept = body["data"][atoll_core::liveness::KEPT_DATA_KEY]
+                        .as_str()
+                        .map(str::to_owned);
                 }
                 self.checks.wrote(&name, WriteKind::Kept, self.now());
                 Ok(())
             }
-            Write::Renew(renewal, _keeping) => {
+            Write::Renew(renewal, keeping, last_error) => {
                 self.write(m, r, true)?;
                 let wall = self.wall(m);
                 let rhythm = self.members[m].rhythm;
@@ -161,8 +165,8 @@ impl World {
                     rhythm.interval,
                     rhythm.grace,
                     &wall,
-                    "",
-                    "kept",
+                    last_error,
+                    &atoll_core::reconciler::keeping_text(keeping, self.now()),
                 );
                 let lease = serde_json::from_value(lease).map_err(|_| 422_u16)?;
                 let hub = &mut self.apis.hub;

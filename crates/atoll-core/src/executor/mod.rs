@@ -42,8 +42,9 @@ mod tests;
 pub enum Write<'a> {
     /// The kept liveness decisions (a ConfigMap in the member).
     Keep(&'a Persisted),
-    /// This member's heartbeat Lease on the hub.
-    Renew(&'a Renewal, &'a Keeping),
+    /// This member's heartbeat Lease on the hub, with how keeping stands and the last error
+    /// it shows.
+    Renew(&'a Renewal, &'a Keeping, &'a str),
     Record(&'a ExportedService),
     Copy(&'a ExportedEndpointSlice),
     DeleteRecord(&'a ObjectKey),
@@ -126,11 +127,15 @@ struct Counted<'a, A> {
     unanswered: Cell<usize>,
     events: Cell<usize>,
     unpublished: RefCell<Vec<Event>>,
+    last_error: RefCell<Option<String>>,
 }
 
 impl<A: Apiserver> Apiserver for Counted<'_, A> {
     async fn write(&self, write: Write<'_>) -> Result<(), Refusal> {
         let answer = self.api.write(write).await;
+        if let Err(refusal) = &answer {
+            *self.last_error.borrow_mut() = Some(format!("{}: {}", write.kind(), refusal.message));
+        }
         if !matches!(write, Write::Renew(..) | Write::Keep(_)) {
             self.writes.set(self.writes.get() + 1);
             if let Err(refusal) = &answer
@@ -167,6 +172,7 @@ pub async fn execute(api: &impl Apiserver, step: &Step) -> Outcome {
         unanswered: Cell::new(0),
         events: Cell::new(0),
         unpublished: RefCell::new(Vec::new()),
+        last_error: RefCell::new(None),
     };
     let mut outcome = execute_counted(&counted, step).await;
     outcome.writes = counted.writes.get();
@@ -174,6 +180,7 @@ pub async fn execute(api: &impl Apiserver, step: &Step) -> Outcome {
     outcome.events_published = counted.events.get() > 0;
     outcome.events_retried = !step.events_again.is_empty();
     outcome.unpublished = counted.unpublished.into_inner();
+    outcome.last_error = counted.last_error.into_inner();
     outcome
 }
 
@@ -187,7 +194,7 @@ async fn execute_counted(api: &impl Apiserver, step: &Step) -> Outcome {
         let hub = hub_writes(api, plan).await;
         let renewal = match &step.renewal {
             Some(renewal) => Some(
-                api.write(Write::Renew(renewal, &step.keeping))
+                api.write(Write::Renew(renewal, &step.keeping, &step.last_error))
                     .await
                     .is_ok(),
             ),

@@ -433,3 +433,18 @@ fn refused_events_come_back_and_are_published_again_after_the_writes() {
     assert_eq!(api.calls(), ["slice db-c2", "event-import web"]);
     assert!(outcome.events_published && outcome.unpublished.is_empty());
 }
+
+#[test]
+fn the_last_refusal_is_what_the_heartbeat_shows_and_unanswered_writes_are_counted() {
+    let mut plan = Plan::default();
+    plan.member.apply_imports.push(import("web"));
+    plan.member.apply_slices.push(slice("web-c2"));
+    let api = Recorder::refusing(&[("import web", 403), ("slice web-c2", 503)]);
+    let outcome = run(&api, &step(plan));
+    assert_eq!((outcome.writes, outcome.unanswered), (2, 1));
+    let last = outcome.last_error.unwrap_or_default();
+    assert!(
+        last == "Import: refused 403" || last == "Slice: refused 503",
+        "{last}"
+    );
+}

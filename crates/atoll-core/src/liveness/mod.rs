@@ -44,7 +44,8 @@ pub use heartbeat::{
     publication_digest, record_claim_name,
 };
 pub use persisted::{
-    KEPT_SERVICES, MAX_COUNTER, MAX_SERVICES, Persisted, PersistedSource, Standing, Verdict,
+    KEPT_DATA_KEY, KEPT_SERVICES, MAX_COUNTER, MAX_SERVICES, Persisted, PersistedSource, Standing,
+    Verdict,
 };
 use source::{Published, Source, State, changed_services, services_of};
 

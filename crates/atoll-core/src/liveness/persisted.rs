@@ -245,3 +245,21 @@ impl Persisted {
         }
     }
 }
+
+/// The key of the kept text in its ConfigMap.
+pub const KEPT_DATA_KEY: &str = "liveness.json";
+
+impl Persisted {
+    /// The ConfigMap `name` in `namespace` that keeps these decisions, as the agent applies it.
+    pub fn config_map(&self, namespace: &str, name: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": { "app.kubernetes.io/managed-by": "atoll" },
+            },
+            "data": { KEPT_DATA_KEY: self.encode() },
+        })
+    }
+}

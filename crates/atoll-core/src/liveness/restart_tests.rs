@@ -520,6 +520,11 @@ fn kept_decisions_round_trip_and_epochs_alone_are_no_decision() {
         )]),
     };
     assert_eq!(Persisted::parse(&kept.encode()), Some(kept.clone()));
+    // The ConfigMap the agent applies (and the simulation keeps) holds that text.
+    let body: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(kept.config_map("atoll-system", "atoll-kept")).unwrap();
+    let text = &body.data.unwrap_or_default()[super::KEPT_DATA_KEY];
+    assert_eq!(Persisted::parse(text), Some(kept.clone()));
     assert_eq!(
         Persisted::parse("{\"format\": 2}"),
         None,

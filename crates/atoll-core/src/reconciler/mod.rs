@@ -106,6 +106,9 @@ pub struct Step {
     pub announce: Vec<Rejected>,
     /// Events refused before, published again (after the plan's writes).
     pub events_again: Vec<crate::events::Event>,
+    /// This member's last failed write, when, as its heartbeat Lease shows it (`atoll
+    /// status`), at most 512 characters; empty if none failed.
+    pub last_error: String,
     /// Members over this importer's limits, and what of theirs is left out.
     pub over: Vec<OverLimit>,
     /// The heartbeat renewal to write after the plan's writes.
@@ -130,6 +133,7 @@ impl Step {
             lead: true,
             announce: Vec::new(),
             events_again: Vec::new(),
+            last_error: String::new(),
             over: Vec::new(),
             renewal: None,
             keep: None,
@@ -161,6 +165,8 @@ pub struct Outcome {
     /// that were not published.
     pub events_published: bool,
     pub events_retried: bool,
+    /// The API's message for the last write that failed, if one did.
+    pub last_error: Option<String>,
     pub unpublished: Vec<crate::events::Event>,
 }
 
@@ -174,6 +180,9 @@ pub struct Reconciler {
     api_unanswered: bool,
     /// Events the API refused, to publish again.
     unpublished: crate::events::Unpublished,
+    /// The last failed write (see `Step::last_error`), and the wall clock of the last step.
+    last_error: String,
+    step_wall: Time,
     /// Services whose cluster selection is held (`crate::selection::hold`): planned again when
     /// the hold ends.
     revisits: BTreeMap<ServiceKey, Instant>,
@@ -241,6 +250,8 @@ impl Reconciler {
             retries: Retries::default(),
             api_unanswered: false,
             unpublished: crate::events::Unpublished::default(),
+            last_error: String::new(),
+            step_wall: wall.clone(),
             revisits: BTreeMap::new(),
             books: Books::default(),
             tracker,
@@ -308,6 +319,11 @@ impl Reconciler {
     /// Services waiting for a pass (`None`: everything).
     pub fn waiting(&self) -> Option<usize> {
         self.queue.len()
+    }
+
+    /// This member's last failed write, as its heartbeat Lease shows it.
+    pub fn last_error(&self) -> &str {
+        &self.last_error
     }
 
     /// Names this member does not claim because their write keeps failing.
@@ -505,6 +521,7 @@ impl Reconciler {
             lead: tick.leading,
             announce: Vec::new(),
             events_again: Vec::new(),
+            last_error: String::new(),
             over: capped.over,
             renewal: None,
             keep: None,
@@ -512,8 +529,10 @@ impl Reconciler {
             liveness,
             news,
         };
+        self.step_wall = tick.wall.clone();
         if tick.leading {
             step.events_again = self.unpublished.take_due(now);
+            step.last_error = self.last_error.clone();
             step.announce = self
                 .books
                 .report
@@ -585,6 +604,10 @@ impl Reconciler {
         }
         if let Some(result) = outcome.kept {
             self.keep.answered(result, now);
+        }
+        if let Some(error) = outcome.last_error {
+            let when = self.step_wall.0;
+            self.last_error = format!("{when} {error}").chars().take(512).collect();
         }
         self.unpublished.answered(
             outcome.unpublished,

@@ -598,3 +598,73 @@ fn a_withdrawn_cluster_that_leaves_the_hub_is_forgotten_not_restored() {
     assert_eq!(restored, Vec::<String>::new());
     assert_eq!(forgotten, ["c2"]);
 }
+
+#[test]
+fn refused_events_and_the_last_error_are_carried_by_later_leading_steps() {
+    let start = Instant::now();
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
+    let step = r.step(&tick(start, 0, true), observed(vec![]), &[]);
+    assert!(step.events_again.is_empty() && step.last_error.is_empty());
+    let refused = crate::events::Event {
+        about: crate::events::About::Import(atoll_api::keys::ObjectKey::new("demo", "a")),
+        announcement: crate::announce::Announcement {
+            warning: false,
+            reason: "SourceClusterRestored".into(),
+            note: "c2 is back".into(),
+            action: "Import",
+        },
+    };
+    r.outcome(
+        Outcome {
+            events_published: true,
+            unpublished: vec![refused.clone()],
+            last_error: Some("Slice: refused 503".into()),
+            ..Default::default()
+        },
+        start,
+    );
+    // Mutation: a reconciler that drops refused Events (or never carries them) fails here.
+    let soon = r.step(&tick(start, 0, true), observed(vec![]), &[]);
+    assert!(soon.events_again.is_empty(), "not before the retry delay");
+    r.outcome(Outcome::default(), start);
+    let later = r.step(&tick(start, 2, true), observed(vec![]), &[]);
+    assert_eq!(later.events_again, [refused]);
+    assert!(
+        later.last_error.ends_with(" Slice: refused 503"),
+        "{}",
+        later.last_error
+    );
+}
+
+#[test]
+fn retries_are_expedited_once_a_pass_writes_everything_after_unanswered_writes() {
+    // Mutation: without the expedite, the full pass waits for its retry delay.
+    let start = Instant::now();
+    let mut r = Reconciler::new(config("c1"), KeptRead::Absent, start, &wall(0));
+    let full = r.step(&tick(start, 0, true), observed(vec![]), &[]);
+    assert!(full.scope.is_none());
+    r.outcome(
+        Outcome {
+            errors: 1,
+            writes: 1,
+            unanswered: 1,
+            ..Default::default()
+        },
+        start,
+    );
+    let waiting = r.step(&tick(start, 0, true), observed(vec![]), &[]);
+    assert!(
+        waiting.scope.is_some(),
+        "the failed full pass waits for its delay"
+    );
+    // The apiserver answers again: a pass writes everything; what failed is due now.
+    r.outcome(
+        Outcome {
+            writes: 3,
+            ..Default::default()
+        },
+        start,
+    );
+    let retried = r.step(&tick(start, 0, true), observed(vec![]), &[]);
+    assert!(retried.scope.is_none(), "the full pass is retried at once");
+}
