@@ -17,9 +17,11 @@ use crate::world::World;
 #[derive(Clone, Debug)]
 pub struct LateCollection {
     pub lands: Duration,
+    /// When it was sent (what (i) judges it by).
+    pub sent: std::time::Instant,
     pub member: String,
-    /// The names it listed when the request came.
-    pub listed: Vec<ObjectKey>,
+    /// The names it listed when the request came, with their uids then.
+    pub listed: Vec<(ObjectKey, Option<String>)>,
     pub collection: SliceCollection,
 }
 
@@ -50,22 +52,24 @@ impl World {
         if let Some(code) = self.members[m].refuse_collections {
             return Err(code);
         }
-        let listed: Vec<ObjectKey> = self
-            .apis
-            .members
-            .get(&name)
-            .map_or_else(Vec::new, |member| {
-                member
-                    .slices
-                    .all()
-                    .filter(|s| in_collection(collection, &s.metadata))
-                    .map(|s| ObjectKey::of(&s.metadata))
-                    .collect()
-            });
+        let listed: Vec<(ObjectKey, Option<String>)> =
+            self.apis
+                .members
+                .get(&name)
+                .map_or_else(Vec::new, |member| {
+                    member
+                        .slices
+                        .all()
+                        .filter(|s| in_collection(collection, &s.metadata))
+                        .map(|s| (ObjectKey::of(&s.metadata), s.metadata.uid.clone()))
+                        .collect()
+                });
         if self.members[m].late_collections {
             let lands = self.elapsed + Duration::from_millis(500 + (self.quanta % 6) * 500);
+            let sent = self.now();
             self.late.push(LateCollection {
                 lands,
+                sent,
                 member: name,
                 listed,
                 collection: collection.clone(),
@@ -73,7 +77,7 @@ impl World {
             self.exercise("collection landing late", 1);
             return Err(0);
         }
-        self.collect(&name, &listed, collection);
+        self.collect(&name, &listed, collection, self.now());
         Ok(())
     }
 
@@ -85,13 +89,40 @@ impl World {
             .partition(|l| l.lands <= now);
         self.late = later;
         for late in due {
-            self.collect(&late.member, &late.listed, &late.collection);
+            self.collect(&late.member, &late.listed, &late.collection, late.sent);
         }
     }
 
-    /// Deletes `listed` by name in `member`'s apiserver, checking (vii) for each.
-    fn collect(&mut self, member: &str, listed: &[ObjectKey], collection: &SliceCollection) {
-        for key in listed {
+    /// Deletes `listed` by name in `member`'s apiserver, checking (vii) for each; (i) judges
+    /// each deletion as of `sent`.
+    fn collect(
+        &mut self,
+        member: &str,
+        listed: &[(ObjectKey, Option<String>)],
+        collection: &SliceCollection,
+        sent: std::time::Instant,
+    ) {
+        for (key, uid) in listed {
+            // By name, as the apiserver deletes: a slice re-created under that name since the
+            // request came goes too, which no plan asked for.
+            let now_uid = self
+                .apis
+                .members
+                .get(member)
+                .and_then(|m| m.slices.get(key))
+                .map(|s| s.metadata.uid.clone());
+            if let Some(now_uid) = now_uid
+                && &now_uid != uid
+                && !self.checks.quiet
+            {
+                self.checks.violate_at(
+                    7,
+                    format!(
+                        "{member} deleted {key}, re-created after the collection for it was sent"
+                    ),
+                    self.now(),
+                );
+            }
             if !collection.slices.contains(key) && !self.checks.quiet {
                 self.checks.violate_at(
                     7,
@@ -102,7 +133,7 @@ impl World {
                     self.now(),
                 );
             }
-            self.delete_checked(member, "EndpointSlice", key);
+            self.delete_decided(member, "EndpointSlice", key, sent);
         }
         self.checks.wrote(member, WriteKind::Member, self.now());
     }

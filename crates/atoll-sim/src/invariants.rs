@@ -67,7 +67,10 @@ pub struct Checks {
     history: BTreeMap<String, Vec<Instant>>,
     /// (importer, member) -> the member's last heartbeat the importer surely took in, when a
     /// restore of the hub may have erased the later ones before it did.
-    erasable: BTreeMap<(String, String), Instant>,
+    /// With it, the beat that ended that stretch, while a later restore may erase it too
+    /// before the importer takes it in (two restores in a row: the beat between them ends
+    /// nothing the importer saw).
+    erasable: BTreeMap<(String, String), (Instant, Option<Instant>)>,
     /// member -> its silences between heartbeats (last beat before, first beat after) of more
     /// than two seconds: an importer may act on one until it sees the member beat again.
     silences: BTreeMap<String, Vec<(Instant, Instant)>>,
@@ -153,8 +156,14 @@ impl Checks {
                     .copied()
                     .unwrap_or(origin);
                 let key = (importer.clone(), member.clone());
-                let earliest = self.erasable.get(&key).map_or(seen, |e| (*e).min(seen));
-                self.erasable.insert(key, earliest);
+                // A stretch ended by a beat the importer may not have taken in yet goes on.
+                let earlier = self
+                    .erasable
+                    .get(&key)
+                    .filter(|(_, ended)| ended.is_none_or(|b| b > taken_in_by))
+                    .map(|(e, _)| *e);
+                let earliest = earlier.map_or(seen, |e| e.min(seen));
+                self.erasable.insert(key, (earliest, None));
             }
         }
     }
@@ -163,13 +172,12 @@ impl Checks {
         // A beat that ends an erased stretch ends, for that importer, a silence that began at
         // the last beat it took in.
         let mut before: Vec<Instant> = Vec::new();
-        self.erasable.retain(|(_, source), seen| {
-            let erased = source == member;
-            if erased {
+        for ((_, source), (seen, ended)) in &mut self.erasable {
+            if source == member && ended.is_none() {
                 before.push(*seen);
+                *ended = Some(at);
             }
-            !erased
-        });
+        }
         before.extend(self.beats.insert(member.to_owned(), at));
         self.history.entry(member.to_owned()).or_default().push(at);
         let silences = self.silences.entry(member.to_owned()).or_default();
@@ -315,14 +323,14 @@ impl Checks {
         let Some(deleting) = members.iter().find(|m| m.name == importer) else {
             return;
         };
-        // An importer cut off from the hub sees no heartbeat: until it notices (its own
-        // heartbeat stops moving in its view) its clocks run on, and what it decides meanwhile
-        // is not held against it here; nor are writes that land seconds after their decision
-        // because its apiserver answers slowly.
-        let cut_off = deleting.partitioned
-            || deleting.write_latency > Duration::ZERO
+        // Writes that land seconds after their decision because the importer's apiserver
+        // answers slowly are not held against it. Nothing else of the importer's is: cut off
+        // from the hub, it must notice (its own heartbeat stops moving in its view) before any
+        // grace runs out, and a fault of one member never justifies deleting what another
+        // exports.
+        let cut_off = deleting.write_latency > Duration::ZERO
             || deleting
-                .reconnected_at
+                .slow_ended_at
                 .is_some_and(|at| now.saturating_duration_since(at) <= window);
         if cut_off {
             return;
@@ -345,9 +353,13 @@ impl Checks {
                 .max(exporter.rhythm.grace)
                 .max(exporter.rhythm.interval * 3)
                 .saturating_sub(Duration::from_secs(1));
+            // An erased stretch counts until the importer may have taken in the beat that ended
+            // it.
             let last_seen_beat = self
                 .erasable
                 .get(&(importer.to_owned(), exporter.name.clone()))
+                .filter(|(_, ended)| ended.is_none_or(|b| now <= b + BOUND))
+                .map(|(seen, _)| seen)
                 .or_else(|| self.beats.get(&exporter.name));
             let within_grace =
                 last_seen_beat.is_some_and(|b| now.saturating_duration_since(*b) < grace);
@@ -360,7 +372,13 @@ impl Checks {
                 })
             });
             let repeating = self.repeating(&exporter.name, now, window);
-            if exported_long && within_grace && !just_back && !repeating {
+            // Back from a partition, the importer restores a cluster only once it has seen it
+            // beat again (positive evidence): until one of its intervals (and the watch's lag)
+            // has passed, a withdrawal decided before the partition still stands.
+            let reconnecting = deleting.reconnected_at.is_some_and(|at| {
+                now.saturating_duration_since(at) <= exporter.rhythm.interval + WATCH_LAG + BOUND
+            });
+            if exported_long && within_grace && !just_back && !repeating && !reconnecting {
                 let last = self.beats.get(&exporter.name).map_or(0.0, |b| self.at(*b));
                 let silence = self
                     .silences

@@ -12,7 +12,9 @@ pub struct MemberState {
     pub replicas: Vec<Replica>,
     /// Cannot reach the hub (no watch event, no write, in either direction).
     pub partitioned: bool,
-    /// When its last partition or spell of slow writes ended.
+    /// When its last spell of slow writes ended.
+    pub slow_ended_at: Option<Instant>,
+    /// When its last partition ended.
     pub reconnected_at: Option<Instant>,
     /// The next writes to fail, with this HTTP status (0: a timeout).
     pub failing_writes: u32,

@@ -287,7 +287,10 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
     for m in 0..world.members.len() {
         let now = world.now();
         let member = &mut world.members[m];
-        if member.partitioned || member.write_latency > Duration::ZERO {
+        if member.write_latency > Duration::ZERO {
+            member.slow_ended_at = Some(now);
+        }
+        if member.partitioned {
             member.reconnected_at = Some(now);
         }
         member.partitioned = false;
@@ -808,7 +811,7 @@ fn apply_heal(world: &mut World, heal: Heal) {
         Heal::ReadableKept(m) => world.members[m].unreadable_kept = false,
         Heal::FastWrites(m) => {
             world.members[m].write_latency = Duration::ZERO;
-            world.members[m].reconnected_at = Some(world.now());
+            world.members[m].slow_ended_at = Some(world.now());
             world.members[m].disturbed_at = world.now();
         }
     }

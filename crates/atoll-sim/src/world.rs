@@ -97,6 +97,7 @@ impl World {
                 rhythm: *rhythm,
                 replicas: Vec::new(),
                 partitioned: false,
+                slow_ended_at: None,
                 reconnected_at: None,
                 failing_writes: 0,
                 fail_code: 0,
@@ -471,6 +472,18 @@ impl World {
 
     /// Deletes `key` of `kind` from `member`'s apiserver and tells the invariant checks.
     pub(crate) fn delete_checked(&mut self, member: &str, kind: &str, key: &ObjectKey) {
+        self.delete_decided(member, kind, key, self.now());
+    }
+
+    /// [`Self::delete_checked`] for a deletion decided at `decided` (a collection landing
+    /// after its client gave up is judged by when it was sent).
+    pub(crate) fn delete_decided(
+        &mut self,
+        member: &str,
+        kind: &str,
+        key: &ObjectKey,
+        decided: Instant,
+    ) {
         let (service, source) = self.deleted(member, kind, key).unwrap_or_default();
         let source = (kind == "EndpointSlice").then_some(source.as_str());
         self.checks.deleted(
@@ -479,7 +492,7 @@ impl World {
             &key.name,
             Some(service.as_str()).filter(|s| !s.is_empty()),
             source,
-            self.now(),
+            decided,
             &self.members,
         );
     }

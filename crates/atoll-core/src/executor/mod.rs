@@ -128,6 +128,7 @@ struct Counted<'a, A> {
     events: Cell<usize>,
     unpublished: RefCell<Vec<Event>>,
     last_error: RefCell<Option<String>>,
+    unanswered_collections: RefCell<Vec<SliceCollection>>,
 }
 
 impl<A: Apiserver> Apiserver for Counted<'_, A> {
@@ -135,6 +136,13 @@ impl<A: Apiserver> Apiserver for Counted<'_, A> {
         let answer = self.api.write(write).await;
         if let Err(refusal) = &answer {
             *self.last_error.borrow_mut() = Some(format!("{}: {}", write.kind(), refusal.message));
+            if let Write::DeleteSlices(collection) = write
+                && Answer::of_status(refusal.code) == Answer::Unanswered
+            {
+                self.unanswered_collections
+                    .borrow_mut()
+                    .push(collection.clone());
+            }
         }
         if !matches!(write, Write::Renew(..) | Write::Keep(_)) {
             self.writes.set(self.writes.get() + 1);
@@ -173,6 +181,7 @@ pub async fn execute(api: &impl Apiserver, step: &Step) -> Outcome {
         events: Cell::new(0),
         unpublished: RefCell::new(Vec::new()),
         last_error: RefCell::new(None),
+        unanswered_collections: RefCell::new(Vec::new()),
     };
     let mut outcome = execute_counted(&counted, step).await;
     outcome.writes = counted.writes.get();
@@ -181,6 +190,7 @@ pub async fn execute(api: &impl Apiserver, step: &Step) -> Outcome {
     outcome.events_retried = !step.events_again.is_empty();
     outcome.unpublished = counted.unpublished.into_inner();
     outcome.last_error = counted.last_error.into_inner();
+    outcome.unanswered_collections = counted.unanswered_collections.into_inner();
     outcome
 }
 

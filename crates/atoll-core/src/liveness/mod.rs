@@ -212,6 +212,9 @@ pub struct Tracker {
     blind: bool,
     /// The origin of the judging grid (the first update).
     grid: Option<Instant>,
+    /// When this member's own heartbeat renewal first failed, until its Lease is seen to move
+    /// again: silences are judged only up to then (see [`Tracker::renewal_failed`]).
+    renewal_failed_at: Option<Instant>,
 }
 
 /// The cluster a hub object belongs to, by the member namespace it is stored in.
@@ -257,6 +260,7 @@ impl Tracker {
             sources: BTreeMap::new(),
             blind: false,
             grid: None,
+            renewal_failed_at: None,
         }
     }
 
@@ -325,6 +329,17 @@ impl Tracker {
             .collect()
     }
 
+    /// This member's own heartbeat renewal failed at `at`: until its Lease is seen to move
+    /// again, no cluster's silence counts past the first such failure. Cut off from the hub,
+    /// an importer sees no heartbeat and its own stops moving only in the view it can no
+    /// longer refresh; without this, a cluster whose grace ran out while the importer could
+    /// not see it beat was withdrawn before the importer knew itself blind (the simulation's
+    /// schedule 11523643528560866252, once a partition stopped excusing the partitioned
+    /// importer's deletions).
+    pub fn renewal_failed(&mut self, at: Instant) {
+        self.renewal_failed_at.get_or_insert(at);
+    }
+
     /// Takes in what the hub holds now (`now` on this importer's monotonic clock, `wall` the
     /// same moment on its wall clock) and returns the view to plan from.
     pub fn update(
@@ -383,6 +398,14 @@ impl Tracker {
             .get(&self.own)
             .map_or(Duration::ZERO, |s| s.age(now));
         let blind = own_age > self.settings.blind_after;
+        // Our own Lease moved after the failure: our writes reach the hub and our view of it
+        // is current past that moment again.
+        if self
+            .renewal_failed_at
+            .is_some_and(|failed| now.saturating_duration_since(failed) > own_age)
+        {
+            self.renewal_failed_at = None;
+        }
         let mut view = View {
             records: unowned,
             own: by_cluster
@@ -406,7 +429,11 @@ impl Tracker {
             origin: *self.grid.get_or_insert(now),
             step: self.settings.judge_every,
         };
-        let judged_at = grid.floor(now);
+        // While our own renewals fail, what we see of the hub may have stopped at the first
+        // failure (a partition cuts watches and writes alike, and is noticed as blindness only
+        // three intervals later): a silence counts only up to then.
+        let horizon = self.renewal_failed_at.map_or(now, |failed| failed.min(now));
+        let judged_at = grid.floor(horizon);
         // Going stale changes no endpoint, only every import's condition text: on a grid as
         // coarse as this importer's interval, so a region going stale is one rewrite of those
         // statuses, not one per grid step its beats spread over.
@@ -414,7 +441,7 @@ impl Tracker {
             step: grid.step.max(self.settings.interval),
             ..grid
         };
-        let stale_judged_at = stale_grid.floor(now);
+        let stale_judged_at = stale_grid.floor(horizon);
         let empty = Published::default();
         for (cluster, source) in &mut self.sources {
             let own = cluster == &self.own;

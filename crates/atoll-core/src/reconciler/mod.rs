@@ -14,6 +14,7 @@ mod books;
 mod claims;
 mod heartbeat;
 mod keep;
+mod landing;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -167,6 +168,8 @@ pub struct Outcome {
     pub events_retried: bool,
     /// The API's message for the last write that failed, if one did.
     pub last_error: Option<String>,
+    /// Collections that got no answer (they may still be deleting).
+    pub unanswered_collections: Vec<crate::plan::SliceCollection>,
     pub unpublished: Vec<crate::events::Event>,
 }
 
@@ -180,6 +183,8 @@ pub struct Reconciler {
     api_unanswered: bool,
     /// Events the API refused, to publish again.
     unpublished: crate::events::Unpublished,
+    /// Collections that may still be landing.
+    landing: landing::Landing,
     /// The last failed write (see `Step::last_error`), and the wall clock of the last step.
     last_error: String,
     step_wall: Time,
@@ -252,6 +257,7 @@ impl Reconciler {
             unpublished: crate::events::Unpublished::default(),
             last_error: String::new(),
             step_wall: wall.clone(),
+            landing: landing::Landing::default(),
             revisits: BTreeMap::new(),
             books: Books::default(),
             tracker,
@@ -356,6 +362,7 @@ impl Reconciler {
                 self.heartbeat.next_due(self.config.liveness.interval, now),
                 self.keep.next_due(&self.tracker.persisted(), now),
                 self.unpublished.next(now),
+                self.landing.next(now),
             ];
             wake = wake.into_iter().chain(leader.into_iter().flatten()).min();
         }
@@ -507,6 +514,13 @@ impl Reconciler {
         collect_slice_deletions(&mut planned.member, &observed.mcs_slices, |c| {
             withdrawn.contains_key(c)
         });
+        // Nothing a collection may still delete is written again before it is over.
+        for key in self
+            .landing
+            .hold(&mut planned.member, &observed.mcs_slices, now)
+        {
+            self.queue.mark(key);
+        }
         let liveness = restricted.map_or(observed.liveness, |r| r.liveness);
         self.books.absorb_plan(scope.as_ref(), &planned);
         if scope.is_none() {
@@ -586,6 +600,9 @@ impl Reconciler {
     /// What writing an interim renewal gave.
     pub fn interim_answered(&mut self, renewal: Renewal, ok: bool, now: Instant) {
         self.heartbeat.interim_answered(renewal, ok, now);
+        if !ok {
+            self.tracker.renewal_failed(now);
+        }
     }
 
     /// What carrying out the last leading step did.
@@ -596,6 +613,9 @@ impl Reconciler {
         self.claims.record(&outcome.hub, now);
         if let Some(ok) = outcome.renewal {
             self.heartbeat.answered(ok, now);
+            if !ok {
+                self.tracker.renewal_failed(now);
+            }
             if ok {
                 // The hub takes this member's writes: a name whose own write keeps failing
                 // (a webhook down) is bounded like a refusal (`claims`).
@@ -605,6 +625,7 @@ impl Reconciler {
         if let Some(result) = outcome.kept {
             self.keep.answered(result, now);
         }
+        self.landing.unanswered(outcome.unanswered_collections, now);
         if let Some(error) = outcome.last_error {
             let when = self.step_wall.0;
             self.last_error = format!("{when} {error}").chars().take(512).collect();
