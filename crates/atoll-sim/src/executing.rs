@@ -65,8 +65,16 @@ impl Apiserver for SimApi<'_> {
             world.exercise(&format!("unanswered {kind}"), 1);
         }
         if tracing() && !matches!(write, Write::Renew(..) | Write::Keep(_)) {
+            let what = match write {
+                Write::DeleteImport(k) | Write::DeleteDerived(k) | Write::DeleteSlice(k) => {
+                    k.to_string()
+                }
+                Write::Slice(s) => ObjectKey::of(&s.metadata).to_string(),
+                Write::Import(i) => ObjectKey::of(&i.object.metadata).to_string(),
+                _ => String::new(),
+            };
             eprintln!(
-                "{:>6.2} s  {} {kind} {:?}",
+                "{:>6.2} s  {} {kind} {what} {:?}",
                 world.elapsed.as_secs_f64(),
                 world.members[self.m].name,
                 answer

@@ -86,7 +86,6 @@ pub const MUST_EXERCISE: &[&str] = &[
     "fault LateCollections",
     "fault EtcdRestore",
     "fault RecreatingRestore",
-    "fault MassUnexport",
     "fault RefuseEvents",
     "event refused",
     "collection fallback",

@@ -118,6 +118,7 @@ fn members_dying_in_one_step_leave_the_living_importer_within_the_bound() {
 fn write_faults_hold_every_invariant() {
     let shape = Shape {
         write_fault_rate: 0.2,
+        mass_unexport_rate: 0.02,
         bulk_exports: 0.5,
         ..short()
     };

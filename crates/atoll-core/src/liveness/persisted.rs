@@ -162,10 +162,16 @@ impl Persisted {
                 source.accepted_epoch = 0;
             }
             if source.beat.is_some_and(|b| b > MAX_COUNTER) {
-                // Judged at an impossible beat: nothing about when it was judged is believed.
+                // Judged at an impossible beat: nothing about when it was judged is believed,
+                // nor the verdict. A withdrawal kept without the beat it was judged at cannot
+                // be told outdated (the cluster beat since, and its restoration was never
+                // kept): enforced, it deleted a live cluster's objects after a restart (the
+                // simulation's schedule 2064625328921680939). Without it, the cluster is
+                // judged afresh: left as it is until it beats, withdrawn after a grace if not.
                 refused.push(format!("{cluster}: beat {:?}", source.beat));
                 source.beat = None;
                 source.since = None;
+                source.standing = None;
             }
         }
         Ok((persisted, refused))

@@ -637,7 +637,7 @@ fn what_is_kept_stays_far_below_a_config_maps_limit_when_a_whole_fleet_is_withdr
 fn absurd_kept_values_are_refused_and_the_rest_taken() {
     let text = format!(
         r#"{{"format":1,"reserved":{max},"sources":{{
-            "c2":{{"acceptedEpoch":{max},"beat":{max},"since":"2026-01-01T00:00:00Z","standing":"stale"}},
+            "c2":{{"acceptedEpoch":{max},"beat":{max},"since":"2026-01-01T00:00:00Z","standing":"withdrawn"}},
             "c3":{{"acceptedEpoch":7,"beat":9,"standing":"withdrawn"}}}}}}"#,
         max = u64::MAX
     );
@@ -645,8 +645,13 @@ fn absurd_kept_values_are_refused_and_the_rest_taken() {
     assert_eq!(kept.reserved, 0);
     assert_eq!(kept.sources["c2"].accepted_epoch, 0);
     assert_eq!(
-        (kept.sources["c2"].beat, &kept.sources["c2"].since),
-        (None, &None)
+        (
+            kept.sources["c2"].beat,
+            &kept.sources["c2"].since,
+            kept.sources["c2"].standing
+        ),
+        (None, &None, None),
+        "no verdict without the beat it was judged at"
     );
     assert_eq!(kept.sources["c3"].accepted_epoch, 7, "the rest is taken");
     assert_eq!(refused.len(), 3, "{refused:?}");

@@ -3,7 +3,9 @@
 //! clock, printed), SIM_SCHEDULE (one schedule's seed, printed with its violations: reruns a
 //! failing schedule alone), SIM_THREADS (default 2), SIM_REGION_FAULT_RATE (the region fault's
 //! chance per quantum; 0 by default), SIM_WRITE_FAULT_RATE (the write faults': landed without
-//! an answer, collections refused or late, etcd and re-creating restores, mass unexports). Before the last line it prints what the
+//! an answer, collections refused or late, etcd and re-creating restores, refused Events),
+//! SIM_MASS_UNEXPORT_RATE (a member unexporting everything at once, moving many services to
+//! new names; 0 by default: see `Shape`). Before the last line it prints what the
 //! schedules exercised (writes by kind, refusals, withdrawals, faults). Exits 1 on any
 //! violation, and on a run of at least 1,000 schedules that never reached something
 //! `atoll_sim::MUST_EXERCISE` names.
@@ -32,6 +34,7 @@ fn main() {
     let shape = atoll_sim::Shape {
         region_fault_rate: rate("SIM_REGION_FAULT_RATE", default.region_fault_rate),
         write_fault_rate: rate("SIM_WRITE_FAULT_RATE", default.write_fault_rate),
+        mass_unexport_rate: rate("SIM_MASS_UNEXPORT_RATE", default.mass_unexport_rate),
         ..default
     };
     let started = Instant::now();
