@@ -429,10 +429,18 @@ impl Tracker {
             origin: *self.grid.get_or_insert(now),
             step: self.settings.judge_every,
         };
-        // While our own renewals fail, what we see of the hub may have stopped at the first
-        // failure (a partition cuts watches and writes alike, and is noticed as blindness only
-        // three intervals later): a silence counts only up to then.
-        let horizon = self.renewal_failed_at.map_or(now, |failed| failed.min(now));
+        // A silence counts only as far as this view is known to be current: one interval past
+        // the last time our own Lease moved in it (a partition cuts watches and writes alike,
+        // and is noticed as blindness only three intervals later; a standby, which writes
+        // nothing, knows it only by the leader's renewals), and, while our own renewals fail,
+        // up to the first failure. Otherwise a cluster whose grace ran out while this view
+        // could not see it beat was withdrawn before blindness froze the verdicts.
+        let current_until = now
+            .checked_sub(own_age.saturating_sub(self.settings.interval))
+            .unwrap_or(now);
+        let horizon = self
+            .renewal_failed_at
+            .map_or(current_until, |failed| failed.min(current_until));
         let judged_at = grid.floor(horizon);
         // Going stale changes no endpoint, only every import's condition text: on a grid as
         // coarse as this importer's interval, so a region going stale is one rewrite of those
