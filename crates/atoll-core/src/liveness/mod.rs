@@ -66,6 +66,10 @@ pub struct Settings {
     pub judge_every: Duration,
 }
 
+/// How much later than its interval this importer's own Lease may move in its view while the
+/// view is current: the watch's delivery and the step that reads it.
+pub const VIEW_LAG: Duration = Duration::from_secs(1);
+
 /// How far apart the instants are at which clusters go stale or are withdrawn. Clusters that
 /// die together (a region) stop beating within one of their intervals of each other, so their
 /// deadlines spread over it; judged at every step, each would take a pass of its own, each
@@ -429,14 +433,14 @@ impl Tracker {
             origin: *self.grid.get_or_insert(now),
             step: self.settings.judge_every,
         };
-        // A silence counts only as far as this view is known to be current: one interval past
-        // the last time our own Lease moved in it (a partition cuts watches and writes alike,
+        // A silence counts only as far as this view is known to be current: one interval (and
+        // a second for the watch and the step) past the last time our own Lease moved in it (a partition cuts watches and writes alike,
         // and is noticed as blindness only three intervals later; a standby, which writes
         // nothing, knows it only by the leader's renewals), and, while our own renewals fail,
         // up to the first failure. Otherwise a cluster whose grace ran out while this view
         // could not see it beat was withdrawn before blindness froze the verdicts.
         let current_until = now
-            .checked_sub(own_age.saturating_sub(self.settings.interval))
+            .checked_sub(own_age.saturating_sub(self.settings.interval + VIEW_LAG))
             .unwrap_or(now);
         let horizon = self
             .renewal_failed_at

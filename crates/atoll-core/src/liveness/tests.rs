@@ -654,21 +654,25 @@ fn a_claim_with_a_repeated_epoch_counts_once_its_beats_are_above_every_one_seen(
 
 #[test]
 fn a_silence_counts_only_while_this_view_is_known_to_be_current() {
-    // Mutation: judging silences up to now withdrew c2 at 65 s, its last 20 s unseen by an
-    // importer whose own Lease had stopped moving at 45 s (a partition), before blindness
+    // Mutation: judging silences up to now withdrew c2 at 80 s, its last 20 s unseen by an
+    // importer whose own Lease had stopped moving at 50 s (a partition), before blindness
     // froze every verdict (the simulation's schedule 18390326472941818663, a standby).
     let start = Instant::now();
     let at = |s: u64| start + Duration::from_secs(s);
     let mut hub = Hub::new();
     let mut tracker = Tracker::new("c1", settings());
-    let (_, leases) = confirmed(&mut tracker, &mut hub, at(0), 0);
+    confirmed(&mut tracker, &mut hub, at(0), 0);
+    // c2 beats last at 5 s (its grace runs out at 65 s); c1, this importer, goes on.
+    let leases = hub.renew(&["c1", "c2"]);
+    tracker.update(at(5), &wall(5), &leases, &hub.records, &hub.copies);
     let c2_silent = leases[1].clone();
-    for t in (5..=45).step_by(5) {
+    for t in (10..=45).step_by(5) {
         let mut now = hub.renew(&["c1"]);
         now.push(c2_silent.clone());
         tracker.update(at(t), &wall(t), &now, &hub.records, &hub.copies);
     }
-    // Cut off at 45 s: neither Lease moves in this view any more.
+    // Cut off after 50 s: neither Lease moves in this view any more; it is known current
+    // until 61 s (an interval and a second later), when c2 was silent for 56 s.
     let frozen = [hub.renew(&["c1"]).remove(0), c2_silent];
     for t in [50, 65, 80] {
         let view = tracker.update(at(t), &wall(t), &frozen, &hub.records, &hub.copies);
