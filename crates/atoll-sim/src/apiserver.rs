@@ -18,6 +18,9 @@ use crate::store::{Counters, Kind, Restore};
 /// The one namespace every member has (where services are exported and imported).
 pub const NAMESPACE: &str = "app";
 
+/// The namespace of the services of other shapes (`crate::scenario::EXTRA`).
+pub const OTHER_NAMESPACE: &str = "data";
+
 /// The hub.
 #[derive(Clone, Debug, Default)]
 pub struct Hub {
@@ -109,7 +112,7 @@ impl Member {
             index,
             ..Self::default()
         };
-        for name in [NAMESPACE, crate::scenario::OTHER_NAMESPACE] {
+        for name in [NAMESPACE, OTHER_NAMESPACE] {
             let mut ns = Namespace::default();
             ns.metadata.name = Some(name.to_owned());
             member

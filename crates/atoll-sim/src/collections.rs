@@ -11,19 +11,7 @@ use atoll_core::plan::SliceCollection;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::invariants::WriteKind;
-use crate::world::World;
-
-/// A `deletecollection` still running after its client timed out.
-#[derive(Clone, Debug)]
-pub struct LateCollection {
-    pub lands: Duration,
-    /// When it was sent (what (i) judges it by).
-    pub sent: std::time::Instant,
-    pub member: String,
-    /// The names it listed when the request came, with their uids then.
-    pub listed: Vec<(ObjectKey, Option<String>)>,
-    pub collection: SliceCollection,
-}
+use crate::world::{LateCollection, World};
 
 /// Whether the collection's label selector matches an object with `meta`.
 pub fn in_collection(collection: &SliceCollection, meta: &ObjectMeta) -> bool {

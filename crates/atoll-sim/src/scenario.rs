@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::apiserver::Member;
 
-pub use crate::apiserver::NAMESPACE;
+pub use crate::apiserver::{NAMESPACE, OTHER_NAMESPACE};
 
 /// The services members may export.
 pub const SERVICES: [&str; 3] = ["web", "api", "db"];
@@ -30,9 +30,6 @@ pub const BULK: [&str; 8] = [
 pub const RENAMED: [&str; 8] = [
     "moved-0", "moved-1", "moved-2", "moved-3", "moved-4", "moved-5", "moved-6", "moved-7",
 ];
-
-/// The namespace of [`EXTRA`].
-pub const OTHER_NAMESPACE: &str = "data";
 
 /// Services of other shapes, in [`OTHER_NAMESPACE`]: a headless one (`peers`, two ports) and a
 /// ClusterSetIP one with two ports (`grpc`).

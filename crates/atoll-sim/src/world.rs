@@ -50,10 +50,22 @@ pub struct World {
     /// Collections the client gave up on that their apiserver still carries out: when, in
     /// whose apiserver, the names it listed when the request came (it deletes them by name,
     /// one after another, as the apiserver does), and the request.
-    pub late: Vec<crate::collections::LateCollection>,
+    pub late: Vec<LateCollection>,
     /// (member, service) for every service a member exported at some point: a backup of the
     /// hub may hold its objects.
     pub exported_ever: std::collections::BTreeSet<(String, String)>,
+}
+
+/// A `deletecollection` still running after its client timed out.
+#[derive(Clone, Debug)]
+pub struct LateCollection {
+    pub lands: Duration,
+    /// When it was sent (what (i) judges it by).
+    pub sent: std::time::Instant,
+    pub member: String,
+    /// The names it listed when the request came, with their uids then.
+    pub listed: Vec<(ObjectKey, Option<String>)>,
+    pub collection: atoll_core::plan::SliceCollection,
 }
 
 fn wall_at(elapsed: Duration, skew: Duration, ahead: bool) -> Time {

@@ -26,6 +26,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
+use crate::announce::Announcement;
 use crate::events::{About, Event};
 use crate::keys::{of_copy, of_record};
 use crate::liveness::{Persisted, copy_claim_name, record_claim_name};
@@ -167,8 +168,12 @@ impl<A: Apiserver> Apiserver for Counted<'_, A> {
     }
 }
 
-/// Publishes `event`.
-async fn publish(api: &impl Apiserver, event: Event) {
+/// Publishes `announcement` about `about`.
+async fn publish(api: &impl Apiserver, about: About, announcement: &Announcement) {
+    let event = Event {
+        about,
+        announcement: announcement.clone(),
+    };
     api.notice(Notice::Event(&event)).await;
 }
 
@@ -230,7 +235,8 @@ async fn execute_counted(api: &impl Apiserver, step: &Step) -> Outcome {
     outcome.feedback.derived_failures = member.derived_failures;
     outcome.errors = hub.errors + member.errors + export_errors + profile_errors;
     for rejected in &step.announce {
-        publish(api, crate::events::record_rejected(rejected)).await;
+        let event = crate::events::record_rejected(rejected);
+        api.notice(Notice::Event(&event)).await;
     }
     for event in &step.events_again {
         api.notice(Notice::Event(event)).await;
@@ -347,15 +353,7 @@ struct MemberAnswers {
 async fn member_writes(api: &impl Apiserver, plan: &Plan) -> MemberAnswers {
     let writes = &plan.member;
     for (key, announcement) in &writes.withdrawn_imports {
-        let about = About::Import(key.clone());
-        publish(
-            api,
-            Event {
-                about,
-                announcement: announcement.clone(),
-            },
-        )
-        .await;
+        publish(api, About::Import(key.clone()), announcement).await;
     }
     let (derived, imports, slices, stale_imports, stale_derived, stale_slices, collections) = futures::join!(
         each(api, IN_FLIGHT, &writes.apply_derived, Write::Derived),
@@ -385,15 +383,7 @@ async fn member_writes(api: &impl Apiserver, plan: &Plan) -> MemberAnswers {
             let answer = api.write(Write::ImportStatus(status)).await;
             if answer.is_ok() {
                 for announcement in &status.announcements {
-                    let about = About::Import(status.key.clone());
-                    publish(
-                        api,
-                        Event {
-                            about,
-                            announcement: announcement.clone(),
-                        },
-                    )
-                    .await;
+                    publish(api, About::Import(status.key.clone()), announcement).await;
                 }
             }
             answer
@@ -472,16 +462,13 @@ async fn export_statuses(api: &impl Apiserver, statuses: &[ExportStatus]) -> usi
     futures::stream::iter(statuses)
         .map(|status| async move {
             for announcement in &status.announcements {
-                let about = About::Export {
-                    key: status.key.clone(),
-                    uid: status.uid.clone(),
-                };
                 publish(
                     api,
-                    Event {
-                        about,
-                        announcement: announcement.clone(),
+                    About::Export {
+                        key: status.key.clone(),
+                        uid: status.uid.clone(),
                     },
+                    announcement,
                 )
                 .await;
             }
