@@ -231,55 +231,41 @@ pub fn run(seed: u64, shape: &Shape, references: &References) -> Report {
 
     let mut heals: Vec<(Duration, Heal)> = Vec::new();
     let mut backups: Vec<Hub> = Vec::new();
-    let mut kept_rng = StdRng::seed_from_u64(seed ^ KEPT_STREAM);
-    let mut region_rng = StdRng::seed_from_u64(seed ^ REGION_STREAM);
-    let mut write_rng = StdRng::seed_from_u64(seed ^ WRITE_STREAM);
-    let mut mass_rng = StdRng::seed_from_u64(seed ^ MASS_STREAM);
+    // The fault streams besides the main one: (stream, chance per quantum, faults).
+    let mut streams: [(StdRng, f64, &[Fault]); 4] = [
+        (
+            StdRng::seed_from_u64(seed ^ KEPT_STREAM),
+            shape.kept_fault_rate,
+            &KEPT_FAULTS,
+        ),
+        (
+            StdRng::seed_from_u64(seed ^ REGION_STREAM),
+            shape.region_fault_rate,
+            &[Fault::CrashRegion],
+        ),
+        (
+            StdRng::seed_from_u64(seed ^ WRITE_STREAM),
+            shape.write_fault_rate,
+            &WRITE_FAULTS,
+        ),
+        (
+            StdRng::seed_from_u64(seed ^ MASS_STREAM),
+            shape.mass_unexport_rate,
+            &[Fault::MassUnexport],
+        ),
+    ];
     let quanta = (shape.faults.as_millis() / shape.quantum.as_millis().max(1)) as usize;
     for _ in 0..quanta {
         if rng.random_bool(shape.fault_rate) {
             inject(&mut world, &mut rng, &FAULTS, &mut heals, &mut backups);
             report.faults += 1;
         }
-        if kept_rng.random_bool(shape.kept_fault_rate) {
-            inject(
-                &mut world,
-                &mut kept_rng,
-                &KEPT_FAULTS,
-                &mut heals,
-                &mut backups,
-            );
-            report.faults += 1;
-        }
-        if region_rng.random_bool(shape.region_fault_rate) {
-            inject(
-                &mut world,
-                &mut region_rng,
-                &[Fault::CrashRegion],
-                &mut heals,
-                &mut backups,
-            );
-            report.faults += 1;
-        }
-        if write_rng.random_bool(shape.write_fault_rate) {
-            inject(
-                &mut world,
-                &mut write_rng,
-                &WRITE_FAULTS,
-                &mut heals,
-                &mut backups,
-            );
-            report.faults += 1;
-        }
-        if mass_rng.random_bool(shape.mass_unexport_rate) {
-            inject(
-                &mut world,
-                &mut mass_rng,
-                &[Fault::MassUnexport],
-                &mut heals,
-                &mut backups,
-            );
-            report.faults += 1;
+        // In the order the streams were added: each seed replays what it did before.
+        for (stream_rng, rate, faults) in &mut streams {
+            if stream_rng.random_bool(*rate) {
+                inject(&mut world, stream_rng, faults, &mut heals, &mut backups);
+                report.faults += 1;
+            }
         }
         let now = world.elapsed;
         heals.retain(|(at, heal)| {

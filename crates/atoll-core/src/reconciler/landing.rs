@@ -69,6 +69,10 @@ impl Landing {
         held: &[Arc<McsSlice>],
         now: Instant,
     ) -> BTreeSet<ServiceKey> {
+        // Every step comes here; almost none has a collection pending.
+        if self.pending.is_empty() {
+            return BTreeSet::new();
+        }
         let present: BTreeSet<ObjectKey> = held
             .iter()
             .map(|s| ObjectKey::new(&s.namespace, &s.name))
